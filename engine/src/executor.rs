@@ -1,0 +1,781 @@
+//! The executor: runs one claimed run through its stage DAG. Independent stages run
+//! concurrently; `when` flags skip stages; failures are retried by re-queueing the run with a
+//! later due time (never by sleeping); cancellation and lease loss stop stages at once.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use sea_orm::Statement;
+use serde_json::Value;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::EngineError;
+use crate::pipeline::{
+    CompiledPipeline, CompiledStage, PipelineError, PipelineSource, format_duration,
+};
+use crate::registry::Registry;
+use crate::stage::{StageContext, StageError, StageInputs};
+use crate::state::{RunStatus, StageStatus};
+use crate::store::{CancelOutcome, Claim, LeaseGuard, NewRun, RunRecord, RunStore, Write, stmt};
+use crate::time::{now_ms, now_rfc3339};
+
+/// What the application adds to the engine's transitions, without the engine knowing what a
+/// subject is.
+pub trait RunHooks: Send + Sync + 'static {
+    /// Statements committed in the same transaction as the run's move to `status`.
+    fn on_status(&self, _subject: &str, _status: RunStatus) -> Vec<Statement> {
+        Vec::new()
+    }
+
+    /// Called after each stage attempt ends (logs, metrics).
+    fn stage_finished(
+        &self,
+        _run: &RunRecord,
+        _stage: &str,
+        _status: StageStatus,
+        _duration: Duration,
+    ) {
+    }
+}
+
+pub struct NoHooks;
+impl RunHooks for NoHooks {}
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// How long a claim stays valid without a heartbeat.
+    pub lease: Duration,
+    /// How often a worker renews its lease and reads the cancel flag.
+    pub heartbeat: Duration,
+    /// How many times a run may be reclaimed from a dead worker before it fails.
+    pub max_reclaims: u32,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            lease: Duration::from_secs(30),
+            heartbeat: Duration::from_secs(1),
+            max_reclaims: 3,
+        }
+    }
+}
+
+/// How one claim of a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    Finished(RunStatus),
+    /// A stage failed and will be retried when the run is due again.
+    RetryScheduled {
+        due_at: i64,
+    },
+    /// The worker is stopping; the run went back to the queue.
+    Released,
+    /// Another worker owns the run now; this one stopped without writing.
+    LeaseLost,
+}
+
+#[derive(Clone)]
+pub struct Engine {
+    store: RunStore,
+    registry: Arc<Registry>,
+    hooks: Arc<dyn RunHooks>,
+    config: EngineConfig,
+}
+
+/// Signals from the heartbeat to the executor.
+struct Signals {
+    trip: CancellationToken,
+    cancel_requested: AtomicBool,
+    lost: AtomicBool,
+}
+
+impl Engine {
+    pub fn new(
+        store: RunStore,
+        registry: Registry,
+        hooks: Arc<dyn RunHooks>,
+        config: EngineConfig,
+    ) -> Self {
+        Engine {
+            store,
+            registry: Arc::new(registry),
+            hooks,
+            config,
+        }
+    }
+
+    pub fn store(&self) -> &RunStore {
+        &self.store
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn compile(&self, source: &PipelineSource) -> Result<CompiledPipeline, PipelineError> {
+        self.registry.compile(source)
+    }
+
+    /// Creates and enqueues a run of `pipeline` over `subject`.
+    pub async fn submit(
+        &self,
+        subject: &str,
+        pipeline: &CompiledPipeline,
+        input: Value,
+    ) -> Result<RunRecord, EngineError> {
+        let extra = self.hooks.on_status(subject, RunStatus::Queued);
+        self.store
+            .create_run(
+                NewRun {
+                    subject,
+                    pipeline,
+                    input,
+                },
+                None,
+                extra,
+            )
+            .await
+    }
+
+    /// Replays a failed run as a new run on the same pipeline snapshot, reusing the checkpoints
+    /// of its succeeded stages.
+    pub async fn retry(&self, run_id: &str) -> Result<RunRecord, EngineError> {
+        let old = self
+            .store
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| EngineError::RunNotFound(run_id.to_string()))?;
+        if old.status != RunStatus::Failed {
+            return Err(EngineError::RunNotFailed {
+                id: old.id,
+                status: old.status.as_str().to_string(),
+            });
+        }
+        let pipeline = self.compile(&snapshot_source(&old))?;
+        let extra = self.hooks.on_status(&old.subject, RunStatus::Queued);
+        self.store
+            .create_run(
+                NewRun {
+                    subject: &old.subject,
+                    pipeline: &pipeline,
+                    input: old.input.clone(),
+                },
+                Some(&old),
+                extra,
+            )
+            .await
+    }
+
+    pub async fn cancel(&self, run_id: &str) -> Result<CancelOutcome, EngineError> {
+        let hooks = self.hooks.clone();
+        self.store
+            .cancel(run_id, move |subject| {
+                hooks.on_status(subject, RunStatus::Canceled)
+            })
+            .await
+    }
+
+    /// Claims the next due run for `worker`, if any.
+    pub async fn claim(
+        &self,
+        worker: &str,
+        only: Option<&str>,
+    ) -> Result<Option<Claim>, EngineError> {
+        let hooks = self.hooks.clone();
+        self.store
+            .claim(worker, only, move |subject| {
+                hooks.on_status(subject, RunStatus::Running)
+            })
+            .await
+    }
+
+    /// Runs one run to a terminal state in this process, with the same engine a worker uses:
+    /// claim it, execute it, wait out scheduled retries, and wait for another worker if one
+    /// holds it.
+    pub async fn run_in_process(
+        &self,
+        run_id: &str,
+        worker: &str,
+        shutdown: CancellationToken,
+    ) -> Result<RunRecord, EngineError> {
+        loop {
+            let run = self
+                .store
+                .get_run(run_id)
+                .await?
+                .ok_or_else(|| EngineError::RunNotFound(run_id.to_string()))?;
+            if run.status.is_terminal() || shutdown.is_cancelled() {
+                return Ok(run);
+            }
+            if let Some(claim) = self.claim(worker, Some(run_id)).await? {
+                self.execute(claim, shutdown.clone()).await?;
+                continue;
+            }
+            let wait = (run.due_at - now_ms()).clamp(20, 1000) as u64;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+    }
+
+    /// Executes a claimed run until it ends, is re-queued for a retry, is released on
+    /// shutdown, or the lease is lost.
+    pub async fn execute(
+        &self,
+        claim: Claim,
+        shutdown: CancellationToken,
+    ) -> Result<ClaimOutcome, EngineError> {
+        let guard = LeaseGuard {
+            store: self.store.clone(),
+            run_id: claim.run.id.clone(),
+            token: claim.token,
+        };
+        let signals = Arc::new(Signals {
+            trip: CancellationToken::new(),
+            cancel_requested: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
+        });
+        let stop_heartbeat = CancellationToken::new();
+        let heartbeat = tokio::spawn(heartbeat_loop(
+            self.store.clone(),
+            claim.run.id.clone(),
+            claim.token,
+            self.config.heartbeat,
+            self.config.lease,
+            signals.clone(),
+            stop_heartbeat.clone(),
+        ));
+        let result = self.drive(&claim, &guard, &signals, &shutdown).await;
+        stop_heartbeat.cancel();
+        let _ = heartbeat.await;
+        match result {
+            Err(EngineError::LeaseLost(_)) => Ok(ClaimOutcome::LeaseLost),
+            other => other,
+        }
+    }
+
+    async fn drive(
+        &self,
+        claim: &Claim,
+        guard: &LeaseGuard,
+        signals: &Signals,
+        shutdown: &CancellationToken,
+    ) -> Result<ClaimOutcome, EngineError> {
+        let run = &claim.run;
+        if claim.reclaimed && run.reclaims > i64::from(self.config.max_reclaims) {
+            let message = format!(
+                "run was reclaimed {} times after its worker stopped (limit {}); giving up",
+                run.reclaims, self.config.max_reclaims
+            );
+            return self
+                .finish(guard, run, RunStatus::Failed, Some(message))
+                .await;
+        }
+        if run.cancel_requested {
+            return self.finish(guard, run, RunStatus::Canceled, None).await;
+        }
+        let pipeline = match self.compile(&snapshot_source(run)) {
+            Ok(p) => p,
+            Err(e) => {
+                let message = format!("the run's pipeline snapshot no longer compiles: {e}");
+                return self
+                    .finish(guard, run, RunStatus::Failed, Some(message))
+                    .await;
+            }
+        };
+
+        let mut status: HashMap<String, StageStatus> = HashMap::new();
+        let mut attempts: HashMap<String, u32> = HashMap::new();
+        let mut outputs: HashMap<String, Value> = HashMap::new();
+        for record in self.store.stages(&run.id).await? {
+            // A stage left `running` by a worker that died starts again from its checkpoints.
+            let s = match record.status {
+                StageStatus::Running => StageStatus::Pending,
+                other => other,
+            };
+            if s == StageStatus::Succeeded {
+                outputs.insert(record.name.clone(), record.output.unwrap_or(Value::Null));
+            }
+            attempts.insert(record.name.clone(), record.attempts.max(0) as u32);
+            status.insert(record.name, s);
+        }
+        for stage in &pipeline.stages {
+            status
+                .entry(stage.name.clone())
+                .or_insert(StageStatus::Pending);
+            attempts.entry(stage.name.clone()).or_insert(0);
+        }
+        if claim.run.claims > 1 || claim.reclaimed {
+            let mut reused: Vec<&str> = pipeline
+                .stages
+                .iter()
+                .filter(|s| status[&s.name] == StageStatus::Succeeded)
+                .map(|s| s.name.as_str())
+                .collect();
+            reused.sort();
+            if !reused.is_empty() {
+                guard
+                    .event(
+                        "run",
+                        "checkpoints_reused",
+                        &format!("reusing checkpoints of {}", reused.join(", ")),
+                    )
+                    .await?;
+            }
+        }
+
+        let mut tasks: JoinSet<(String, Result<Value, StageError>, Duration)> = JoinSet::new();
+        let mut children: HashMap<String, CancellationToken> = HashMap::new();
+        let mut retry_due: Option<i64> = None;
+        let mut failure: Option<String> = None;
+        let mut canceling = false;
+        let mut stopping = false;
+
+        loop {
+            if !canceling && !stopping && failure.is_none() && retry_due.is_none() {
+                let mut progressed = true;
+                while progressed {
+                    progressed = false;
+                    for stage in &pipeline.stages {
+                        if status[&stage.name] != StageStatus::Pending
+                            || children.contains_key(&stage.name)
+                            || !stage.needs.iter().all(|n| status[n].satisfies_dependents())
+                        {
+                            continue;
+                        }
+                        if let Some(when) = &stage.when {
+                            let on = status.get(&when.stage) == Some(&StageStatus::Succeeded)
+                                && outputs
+                                    .get(&when.stage)
+                                    .and_then(|o| o.get(&when.flag))
+                                    .and_then(Value::as_bool)
+                                    == Some(true);
+                            if !on {
+                                self.skip(guard, run, stage).await?;
+                                status.insert(stage.name.clone(), StageStatus::Skipped);
+                                progressed = true;
+                                continue;
+                            }
+                        }
+                        let attempt = attempts[&stage.name] + 1;
+                        guard
+                            .apply(Write {
+                                statements: vec![
+                                    stmt(
+                                        "UPDATE run_stages SET status = 'running', attempts = ?, started_at = ?, finished_at = NULL, duration_ms = NULL \
+                                         WHERE run_id = ? AND name = ?",
+                                        vec![
+                                            i64::from(attempt).into(),
+                                            now_rfc3339().into(),
+                                            run.id.clone().into(),
+                                            stage.name.clone().into(),
+                                        ],
+                                    ),
+                                    stmt(
+                                        "UPDATE runs SET stage = ? WHERE id = ?",
+                                        vec![stage.name.clone().into(), run.id.clone().into()],
+                                    ),
+                                ],
+                                events: vec![(
+                                    stage.name.clone(),
+                                    "stage_started",
+                                    format!("attempt {attempt} of {}", stage.retry.attempts),
+                                )],
+                            })
+                            .await?;
+                        attempts.insert(stage.name.clone(), attempt);
+                        status.insert(stage.name.clone(), StageStatus::Running);
+                        let child = signals.trip.child_token();
+                        children.insert(stage.name.clone(), child.clone());
+                        let ctx = StageContext {
+                            run_id: run.id.clone(),
+                            subject: run.subject.clone(),
+                            stage: stage.name.clone(),
+                            attempt,
+                            input: run.input.clone(),
+                            inputs: StageInputs::new(
+                                stage
+                                    .upstream
+                                    .iter()
+                                    .filter_map(|n| outputs.get(n).map(|o| (n.clone(), o.clone())))
+                                    .collect(),
+                            ),
+                            cancel: child,
+                            guard: Some(guard.clone()),
+                        };
+                        tasks.spawn(run_stage(self.registry.clone(), stage.clone(), ctx));
+                    }
+                }
+            }
+            if tasks.is_empty() {
+                break;
+            }
+            tokio::select! {
+                joined = tasks.join_next() => {
+                    let Some(joined) = joined else { continue };
+                    let (name, result, elapsed) = match joined {
+                        Ok(done) => done,
+                        // Stage panics are caught inside the task; a join error means the
+                        // task was aborted, which only happens when this executor is dropped.
+                        Err(_) => return Err(EngineError::LeaseLost(run.id.clone())),
+                    };
+                    children.remove(&name);
+                    let Some(stage) = pipeline.stage(&name) else { continue };
+                    let duration_ms = elapsed.as_millis().min(i64::MAX as u128) as i64;
+                    // The stage may report its cancellation before the select sees the trip.
+                    if signals.trip.is_cancelled() && !stopping {
+                        if signals.lost.load(Ordering::SeqCst) {
+                            return Err(EngineError::LeaseLost(run.id.clone()));
+                        }
+                        canceling = true;
+                    }
+                    match result {
+                        Ok(output) => {
+                            guard.apply(Write {
+                                statements: vec![stmt(
+                                    "UPDATE run_stages SET status = 'succeeded', output = ?, error = NULL, finished_at = ?, duration_ms = ? \
+                                     WHERE run_id = ? AND name = ?",
+                                    vec![output.to_string().into(), now_rfc3339().into(), duration_ms.into(), run.id.clone().into(), name.clone().into()],
+                                )],
+                                events: vec![(name.clone(), "stage_succeeded", format!("succeeded in {duration_ms} ms"))],
+                            }).await?;
+                            status.insert(name.clone(), StageStatus::Succeeded);
+                            outputs.insert(name.clone(), output);
+                            self.hooks.stage_finished(run, &name, StageStatus::Succeeded, elapsed);
+                        }
+                        Err(_) if stopping => {
+                            // Shutting down: the attempt did not count, the stage starts again.
+                            guard.apply(Write {
+                                statements: vec![stmt(
+                                    "UPDATE run_stages SET status = 'pending', attempts = attempts - 1 WHERE run_id = ? AND name = ?",
+                                    vec![run.id.clone().into(), name.clone().into()],
+                                )],
+                                events: vec![],
+                            }).await?;
+                            status.insert(name.clone(), StageStatus::Pending);
+                        }
+                        Err(e) if canceling || (failure.is_some() && e.code == "canceled") => {
+                            self.mark_stage(guard, run, &name, StageStatus::Canceled, None, duration_ms, "stage_canceled", "canceled".into()).await?;
+                            status.insert(name.clone(), StageStatus::Canceled);
+                            self.hooks.stage_finished(run, &name, StageStatus::Canceled, elapsed);
+                        }
+                        Err(e) => {
+                            let attempt = attempts[&name];
+                            if e.retryable && attempt < stage.retry.attempts {
+                                let delay = stage.retry.delay_after(attempt);
+                                let due = now_ms() + delay.as_millis().min(i64::MAX as u128) as i64;
+                                let message = format!(
+                                    "attempt {attempt} of {} failed ({}): {}; retrying in {}",
+                                    stage.retry.attempts, e.code, e.message, format_duration(delay)
+                                );
+                                self.mark_stage(guard, run, &name, StageStatus::Pending, Some(&e), duration_ms, "stage_failed", message).await?;
+                                status.insert(name.clone(), StageStatus::Pending);
+                                retry_due = Some(retry_due.map_or(due, |d| d.min(due)));
+                            } else {
+                                let message = format!("attempt {attempt} of {} failed ({}): {}", stage.retry.attempts, e.code, e.message);
+                                self.mark_stage(guard, run, &name, StageStatus::Failed, Some(&e), duration_ms, "stage_failed", message).await?;
+                                status.insert(name.clone(), StageStatus::Failed);
+                                failure.get_or_insert_with(|| format!("stage {name} failed: {}", e.message));
+                                // Fail fast: siblings still running stop now.
+                                for child in children.values() {
+                                    child.cancel();
+                                }
+                            }
+                            self.hooks.stage_finished(run, &name, StageStatus::Failed, elapsed);
+                        }
+                    }
+                }
+                _ = signals.trip.cancelled(), if !canceling && !stopping => {
+                    if signals.lost.load(Ordering::SeqCst) {
+                        return Err(EngineError::LeaseLost(run.id.clone()));
+                    }
+                    canceling = true;
+                }
+                _ = shutdown.cancelled(), if !canceling && !stopping => {
+                    stopping = true;
+                    for child in children.values() {
+                        child.cancel();
+                    }
+                }
+            }
+        }
+
+        if signals.lost.load(Ordering::SeqCst) {
+            return Err(EngineError::LeaseLost(run.id.clone()));
+        }
+        if canceling || signals.cancel_requested.load(Ordering::SeqCst) {
+            return self.finish(guard, run, RunStatus::Canceled, None).await;
+        }
+        if let Some(message) = failure {
+            return self
+                .finish(guard, run, RunStatus::Failed, Some(message))
+                .await;
+        }
+        if stopping {
+            return self
+                .requeue(
+                    guard,
+                    run,
+                    now_ms(),
+                    "run_released",
+                    "worker stopping; run returned to the queue".into(),
+                )
+                .await;
+        }
+        if let Some(due) = retry_due {
+            let wait = Duration::from_millis((due - now_ms()).max(0) as u64);
+            return self
+                .requeue(
+                    guard,
+                    run,
+                    due,
+                    "run_retry_scheduled",
+                    format!("run re-queued; next attempt in {}", format_duration(wait)),
+                )
+                .await
+                .map(|outcome| match outcome {
+                    ClaimOutcome::Released => ClaimOutcome::RetryScheduled { due_at: due },
+                    other => other,
+                });
+        }
+        let stuck: Vec<&str> = pipeline
+            .stages
+            .iter()
+            .filter(|s| !status[&s.name].satisfies_dependents())
+            .map(|s| s.name.as_str())
+            .collect();
+        if stuck.is_empty() {
+            self.finish(guard, run, RunStatus::Succeeded, None).await
+        } else {
+            let message = format!("stages could not run: {}", stuck.join(", "));
+            self.finish(guard, run, RunStatus::Failed, Some(message))
+                .await
+        }
+    }
+
+    async fn skip(
+        &self,
+        guard: &LeaseGuard,
+        run: &RunRecord,
+        stage: &CompiledStage,
+    ) -> Result<(), EngineError> {
+        let reason = match &stage.when {
+            Some(when) => format!("skipped: {when} is not set"),
+            None => "skipped".to_string(),
+        };
+        guard
+            .apply(Write {
+                statements: vec![stmt(
+                    "UPDATE run_stages SET status = 'skipped', output = NULL, finished_at = ?, duration_ms = 0 WHERE run_id = ? AND name = ?",
+                    vec![now_rfc3339().into(), run.id.clone().into(), stage.name.clone().into()],
+                )],
+                events: vec![(stage.name.clone(), "stage_skipped", reason)],
+            })
+            .await?;
+        self.hooks
+            .stage_finished(run, &stage.name, StageStatus::Skipped, Duration::ZERO);
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn mark_stage(
+        &self,
+        guard: &LeaseGuard,
+        run: &RunRecord,
+        name: &str,
+        status: StageStatus,
+        error: Option<&StageError>,
+        duration_ms: i64,
+        kind: &'static str,
+        message: String,
+    ) -> Result<(), EngineError> {
+        guard
+            .apply(Write {
+                statements: vec![stmt(
+                    "UPDATE run_stages SET status = ?, error = ?, finished_at = ?, duration_ms = ? WHERE run_id = ? AND name = ?",
+                    vec![
+                        status.as_str().into(),
+                        error.map(|e| format!("{}: {}", e.code, e.message)).into(),
+                        now_rfc3339().into(),
+                        duration_ms.into(),
+                        run.id.clone().into(),
+                        name.into(),
+                    ],
+                )],
+                events: vec![(name.to_string(), kind, message)],
+            })
+            .await
+    }
+
+    async fn requeue(
+        &self,
+        guard: &LeaseGuard,
+        run: &RunRecord,
+        due_at: i64,
+        kind: &'static str,
+        message: String,
+    ) -> Result<ClaimOutcome, EngineError> {
+        let mut statements = vec![
+            stmt(
+                "UPDATE runs SET status = 'queued', due_at = ?, lease_owner = NULL WHERE id = ?",
+                vec![due_at.into(), run.id.clone().into()],
+            ),
+            stmt(
+                "UPDATE run_stages SET status = 'pending' WHERE run_id = ? AND status = 'running'",
+                vec![run.id.clone().into()],
+            ),
+        ];
+        statements.extend(self.hooks.on_status(&run.subject, RunStatus::Queued));
+        guard
+            .apply(Write {
+                statements,
+                events: vec![("run".into(), kind, message)],
+            })
+            .await?;
+        Ok(ClaimOutcome::Released)
+    }
+
+    async fn finish(
+        &self,
+        guard: &LeaseGuard,
+        run: &RunRecord,
+        status: RunStatus,
+        error: Option<String>,
+    ) -> Result<ClaimOutcome, EngineError> {
+        let (kind, message) = match status {
+            RunStatus::Succeeded => ("run_succeeded", "run succeeded".to_string()),
+            RunStatus::Canceled => ("run_canceled", "run canceled".to_string()),
+            _ => (
+                "run_failed",
+                format!(
+                    "run failed: {}",
+                    error.as_deref().unwrap_or("unknown error")
+                ),
+            ),
+        };
+        let mut statements = vec![
+            stmt(
+                "UPDATE runs SET status = ?, error = ?, finished_at = ?, lease_owner = NULL WHERE id = ?",
+                vec![
+                    status.as_str().into(),
+                    error.into(),
+                    now_rfc3339().into(),
+                    run.id.clone().into(),
+                ],
+            ),
+            stmt(
+                "UPDATE run_stages SET status = 'canceled' WHERE run_id = ? AND status IN ('pending', 'running')",
+                vec![run.id.clone().into()],
+            ),
+        ];
+        statements.extend(self.hooks.on_status(&run.subject, status));
+        guard
+            .apply(Write {
+                statements,
+                events: vec![("run".into(), kind, message)],
+            })
+            .await?;
+        Ok(ClaimOutcome::Finished(status))
+    }
+}
+
+/// The pipeline a run was created with, as a compilable source.
+pub fn snapshot_source(run: &RunRecord) -> PipelineSource {
+    PipelineSource {
+        name: run.pipeline.clone(),
+        file: format!("{} (snapshot in run {})", run.pipeline, run.id),
+        text: run.pipeline_yaml.clone(),
+    }
+}
+
+/// One stage attempt: never panics outward, honours the stage timeout, and stops as soon as the
+/// stage's token trips even if the stage ignores it (its future is dropped, which also kills
+/// subprocesses spawned with `kill_on_drop`).
+async fn run_stage(
+    registry: Arc<Registry>,
+    stage: CompiledStage,
+    ctx: StageContext,
+) -> (String, Result<Value, StageError>, Duration) {
+    let started = Instant::now();
+    let name = stage.name.clone();
+    let Some(erased) = registry.get(&stage.kind).cloned() else {
+        let e = StageError::fatal(
+            "unknown_stage",
+            format!("stage kind {} is not registered", stage.kind),
+        );
+        return (name, Err(e), started.elapsed());
+    };
+    let work = AssertUnwindSafe(erased.run(stage.options.as_ref(), &ctx)).catch_unwind();
+    let bounded = async {
+        match stage.timeout {
+            Some(limit) => tokio::time::timeout(limit, work).await.ok(),
+            None => Some(work.await),
+        }
+    };
+    let result = tokio::select! {
+        done = bounded => match done {
+            Some(Ok(result)) => result,
+            Some(Err(_panic)) => Err(StageError::fatal("stage_panicked", format!("stage {name} panicked"))),
+            None => Err(StageError::retryable(
+                "stage_timeout",
+                format!("timed out after {}", format_duration(stage.timeout.unwrap_or_default())),
+            )),
+        },
+        _ = ctx.cancel.cancelled() => Err(StageError::canceled()),
+    };
+    (name, result, started.elapsed())
+}
+
+async fn heartbeat_loop(
+    store: RunStore,
+    run_id: String,
+    token: i64,
+    every: Duration,
+    lease: Duration,
+    signals: Arc<Signals>,
+    stop: CancellationToken,
+) {
+    let mut last_renewed = Instant::now();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        match store.heartbeat(&run_id, token).await {
+            Ok(cancel_requested) => {
+                last_renewed = Instant::now();
+                if cancel_requested && !signals.cancel_requested.swap(true, Ordering::SeqCst) {
+                    tracing::info!(run_id = %run_id, "cancel requested; stopping stages");
+                    signals.trip.cancel();
+                }
+            }
+            Err(EngineError::LeaseLost(_)) => {
+                tracing::warn!(run_id = %run_id, "lease lost; stopping stages");
+                signals.lost.store(true, Ordering::SeqCst);
+                signals.trip.cancel();
+                return;
+            }
+            Err(error) => {
+                // A worker that cannot renew must stop before another worker may reclaim.
+                if last_renewed.elapsed() + every >= lease {
+                    tracing::warn!(run_id = %run_id, %error, "cannot renew lease; stopping stages");
+                    signals.lost.store(true, Ordering::SeqCst);
+                    signals.trip.cancel();
+                    return;
+                }
+                tracing::warn!(run_id = %run_id, %error, "lease renewal failed; will retry");
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Shelf's workflow engine: pipeline files compiled into checked stage DAGs, the `Stage` trait
+//! and its registry, the run and stage state machines, checkpoints, run events, the durable
+//! lease-based queue and the executor. It knows nothing of documents, HTTP, LLMs or the CLI.
+
+pub mod db;
+pub mod error;
+pub mod executor;
+pub mod pipeline;
+pub mod registry;
+pub mod stage;
+pub mod state;
+pub mod store;
+pub mod time;
+pub mod worker;
+
+pub use error::EngineError;
+pub use executor::{Engine, EngineConfig, RunHooks};
+pub use pipeline::{CompiledPipeline, PipelineError, PipelineSource, RetryPolicy};
+pub use registry::Registry;
+pub use stage::{Stage, StageContext, StageError, StageInputs};
+pub use state::{RunStatus, StageStatus};
+pub use store::{EventRecord, NewRun, RunRecord, RunStore, StageRecord};
+pub use worker::{Worker, WorkerConfig};

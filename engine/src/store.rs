@@ -1,0 +1,791 @@
+//! Persistence of runs, stage checkpoints, partial checkpoints and run events, and the durable
+//! queue's claim, heartbeat and lease fencing. Every write transaction starts IMMEDIATE and is a
+//! handful of statements; every worker write is fenced by the run's lease token.
+
+use std::time::Duration;
+
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult,
+    SqliteTransactionMode, Statement, TransactionOptions, TransactionTrait, Value as SqlValue,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::EngineError;
+use crate::pipeline::CompiledPipeline;
+use crate::state::{RunStatus, StageStatus};
+use crate::time::{now_ms, now_rfc3339};
+
+pub(crate) fn stmt(sql: &str, values: Vec<SqlValue>) -> Statement {
+    Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)
+}
+
+/// Starts a write transaction that takes the write lock up front, so a read-then-write
+/// transaction waits on the busy timeout instead of failing with "database is locked".
+pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
+    db.begin_with_options(TransactionOptions {
+        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+        ..Default::default()
+    })
+    .await
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    pub id: String,
+    pub subject: String,
+    pub pipeline: String,
+    pub pipeline_sha256: String,
+    #[serde(skip)]
+    pub pipeline_yaml: String,
+    pub input: Value,
+    pub status: RunStatus,
+    pub stage: Option<String>,
+    pub error: Option<String>,
+    pub attempt: i64,
+    pub retry_of: Option<String>,
+    pub cancel_requested: bool,
+    pub due_at: i64,
+    pub lease_owner: Option<String>,
+    pub lease_token: i64,
+    pub claims: i64,
+    pub reclaims: i64,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub enqueued_at: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageRecord {
+    pub name: String,
+    pub kind: String,
+    pub position: i64,
+    pub status: StageStatus,
+    pub attempts: i64,
+    #[serde(skip)]
+    pub output: Option<Value>,
+    pub error: Option<String>,
+    pub reused_from: Option<String>,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub duration_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EventRecord {
+    pub sequence: i64,
+    pub stage: String,
+    pub kind: String,
+    pub message: String,
+    pub created_at: String,
+}
+
+/// A run handed to a worker: the run as claimed and the lease token its writes must carry.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub run: RunRecord,
+    pub token: i64,
+    pub reclaimed: bool,
+}
+
+/// What `cancel` did: a queued (or abandoned) run is canceled at once, a running one is flagged
+/// for the worker that holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelOutcome {
+    Canceled,
+    Requested,
+}
+
+pub struct NewRun<'a> {
+    pub subject: &'a str,
+    pub pipeline: &'a CompiledPipeline,
+    pub input: Value,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueCounts {
+    pub queued: i64,
+    pub due: i64,
+    pub running: i64,
+    pub expired_leases: i64,
+}
+
+fn get<T: sea_orm::TryGetable>(row: &QueryResult, col: &str) -> Result<T, DbErr> {
+    row.try_get::<T>("", col)
+}
+
+fn run_from_row(row: &QueryResult) -> Result<RunRecord, EngineError> {
+    let id: String = get(row, "id")?;
+    let status_text: String = get(row, "status")?;
+    let status = RunStatus::parse(&status_text).ok_or_else(|| EngineError::Corrupt {
+        id: id.clone(),
+        detail: format!("unknown run status `{status_text}`"),
+    })?;
+    let input_text: String = get(row, "input")?;
+    Ok(RunRecord {
+        subject: get(row, "subject")?,
+        pipeline: get(row, "pipeline")?,
+        pipeline_sha256: get(row, "pipeline_sha256")?,
+        pipeline_yaml: get(row, "pipeline_yaml")?,
+        input: serde_json::from_str(&input_text).unwrap_or(Value::Null),
+        status,
+        stage: get(row, "stage")?,
+        error: get(row, "error")?,
+        attempt: get(row, "attempt")?,
+        retry_of: get(row, "retry_of")?,
+        cancel_requested: get::<i64>(row, "cancel_requested")? != 0,
+        due_at: get(row, "due_at")?,
+        lease_owner: get(row, "lease_owner")?,
+        lease_token: get(row, "lease_token")?,
+        claims: get(row, "claims")?,
+        reclaims: get(row, "reclaims")?,
+        created_at: get(row, "created_at")?,
+        started_at: get(row, "started_at")?,
+        finished_at: get(row, "finished_at")?,
+        enqueued_at: get(row, "enqueued_at")?,
+        id,
+    })
+}
+
+fn stage_from_row(row: &QueryResult) -> Result<StageRecord, EngineError> {
+    let name: String = get(row, "name")?;
+    let status_text: String = get(row, "status")?;
+    let status = StageStatus::parse(&status_text).ok_or_else(|| EngineError::Corrupt {
+        id: name.clone(),
+        detail: format!("unknown stage status `{status_text}`"),
+    })?;
+    let output: Option<String> = get(row, "output")?;
+    Ok(StageRecord {
+        kind: get(row, "kind")?,
+        position: get(row, "position")?,
+        status,
+        attempts: get(row, "attempts")?,
+        output: output.and_then(|t| serde_json::from_str(&t).ok()),
+        error: get(row, "error")?,
+        reused_from: get(row, "reused_from")?,
+        started_at: get(row, "started_at")?,
+        finished_at: get(row, "finished_at")?,
+        duration_ms: get(row, "duration_ms")?,
+        name,
+    })
+}
+
+fn event_from_row(row: &QueryResult) -> Result<EventRecord, EngineError> {
+    Ok(EventRecord {
+        sequence: get(row, "sequence")?,
+        stage: get(row, "stage")?,
+        kind: get(row, "kind")?,
+        message: get(row, "message")?,
+        created_at: get(row, "created_at")?,
+    })
+}
+
+/// Appends a run event with the next gap-free sequence number of the run, inside the caller's
+/// transaction so the event commits with the state change it describes.
+pub(crate) async fn append_event(
+    txn: &impl ConnectionTrait,
+    run_id: &str,
+    stage: &str,
+    kind: &str,
+    message: &str,
+) -> Result<i64, EngineError> {
+    let row = txn
+        .query_one_raw(stmt(
+            "UPDATE runs SET last_event_seq = last_event_seq + 1 WHERE id = ? RETURNING last_event_seq",
+            vec![run_id.into()],
+        ))
+        .await?
+        .ok_or_else(|| EngineError::RunNotFound(run_id.to_string()))?;
+    let sequence: i64 = get(&row, "last_event_seq")?;
+    txn.execute_raw(stmt(
+        "INSERT INTO run_events (run_id, sequence, stage, kind, message, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        vec![
+            run_id.into(),
+            sequence.into(),
+            stage.into(),
+            kind.into(),
+            message.into(),
+            now_rfc3339().into(),
+        ],
+    ))
+    .await?;
+    Ok(sequence)
+}
+
+pub fn new_run_id() -> String {
+    format!("run_{:016x}", fastrand::u64(..))
+}
+
+#[derive(Clone)]
+pub struct RunStore {
+    db: DatabaseConnection,
+    lease: Duration,
+}
+
+impl RunStore {
+    pub fn new(db: DatabaseConnection, lease: Duration) -> Self {
+        RunStore { db, lease }
+    }
+
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    fn lease_ms(&self) -> i64 {
+        i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX / 2)
+    }
+
+    /// Creates a run and enqueues it in one transaction, together with the caller's own
+    /// statements (Shelf marks the document as processing there).
+    pub async fn create_run(
+        &self,
+        new: NewRun<'_>,
+        retry_of: Option<&RunRecord>,
+        extra: Vec<Statement>,
+    ) -> Result<RunRecord, EngineError> {
+        let id = new_run_id();
+        let now = now_ms();
+        let created = now_rfc3339();
+        let txn = begin_write(&self.db).await?;
+        if let Some(old) = retry_of {
+            // Re-check inside the write lock: two concurrent retries must not both succeed.
+            let row = txn
+                .query_one_raw(stmt(
+                    "SELECT status FROM runs WHERE id = ?",
+                    vec![old.id.clone().into()],
+                ))
+                .await?
+                .ok_or_else(|| EngineError::RunNotFound(old.id.clone()))?;
+            let status: String = get(&row, "status")?;
+            if status != RunStatus::Failed.as_str() {
+                return Err(EngineError::RunNotFailed {
+                    id: old.id.clone(),
+                    status,
+                });
+            }
+        }
+        txn.execute_raw(stmt(
+            "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, input, status, attempt, retry_of, due_at, enqueued_at, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+            vec![
+                id.clone().into(),
+                new.subject.into(),
+                new.pipeline.name.clone().into(),
+                new.pipeline.source.clone().into(),
+                new.pipeline.sha256.clone().into(),
+                new.input.to_string().into(),
+                retry_of.map(|r| r.attempt + 1).unwrap_or(1).into(),
+                retry_of.map(|r| r.id.clone()).into(),
+                now.into(),
+                now.into(),
+                created.clone().into(),
+            ],
+        ))
+        .await?;
+        for (position, stage) in new.pipeline.stages.iter().enumerate() {
+            txn.execute_raw(stmt(
+                "INSERT INTO run_stages (run_id, name, kind, position, status) VALUES (?, ?, ?, ?, 'pending')",
+                vec![
+                    id.clone().into(),
+                    stage.name.clone().into(),
+                    stage.kind.clone().into(),
+                    (position as i64).into(),
+                ],
+            ))
+            .await?;
+        }
+        append_event(
+            &txn,
+            &id,
+            "run",
+            "run_queued",
+            &format!(
+                "run queued on pipeline {} (sha256 {})",
+                new.pipeline.name,
+                &new.pipeline.sha256[..12.min(new.pipeline.sha256.len())]
+            ),
+        )
+        .await?;
+        if let Some(old) = retry_of {
+            // Reuse the checkpoints of every stage that succeeded, and every partial
+            // checkpoint, so the retry pays for no finished work twice.
+            let copied = txn
+                .query_all_raw(stmt(
+                    "UPDATE run_stages SET status = 'succeeded', \
+                       attempts = (SELECT o.attempts FROM run_stages o WHERE o.run_id = ? AND o.name = run_stages.name), \
+                       output = (SELECT o.output FROM run_stages o WHERE o.run_id = ? AND o.name = run_stages.name), \
+                       duration_ms = (SELECT o.duration_ms FROM run_stages o WHERE o.run_id = ? AND o.name = run_stages.name), \
+                       reused_from = ?, finished_at = ? \
+                     WHERE run_id = ? AND name IN (SELECT name FROM run_stages WHERE run_id = ? AND status = 'succeeded') \
+                     RETURNING name",
+                    vec![
+                        old.id.clone().into(),
+                        old.id.clone().into(),
+                        old.id.clone().into(),
+                        old.id.clone().into(),
+                        created.clone().into(),
+                        id.clone().into(),
+                        old.id.clone().into(),
+                    ],
+                ))
+                .await?;
+            txn.execute_raw(stmt(
+                "INSERT INTO run_stage_parts (run_id, stage, key, value) SELECT ?, stage, key, value FROM run_stage_parts WHERE run_id = ?",
+                vec![id.clone().into(), old.id.clone().into()],
+            ))
+            .await?;
+            let mut names = Vec::new();
+            for row in &copied {
+                names.push(get::<String>(row, "name")?);
+            }
+            names.sort();
+            let reused = if names.is_empty() {
+                "no checkpoints to reuse".to_string()
+            } else {
+                format!("reusing checkpoints of {}", names.join(", "))
+            };
+            append_event(
+                &txn,
+                &id,
+                "run",
+                "run_retry_of",
+                &format!("retry of {}; {reused}", old.id),
+            )
+            .await?;
+        }
+        for s in extra {
+            txn.execute_raw(s).await?;
+        }
+        txn.commit().await?;
+        self.get_run(&id)
+            .await?
+            .ok_or_else(|| EngineError::RunNotFound(id))
+    }
+
+    /// Takes the next due run (or `only` that run): a queued run whose due time has come, or a
+    /// running run whose lease expired. One `UPDATE ... RETURNING` claims it and bumps the lease
+    /// token, so two workers can never hold the same run.
+    pub async fn claim(
+        &self,
+        worker: &str,
+        only: Option<&str>,
+        on_claim: impl Fn(&str) -> Vec<Statement>,
+    ) -> Result<Option<Claim>, EngineError> {
+        let now = now_ms();
+        let txn = begin_write(&self.db).await?;
+        let (filter, mut values): (&str, Vec<SqlValue>) = match only {
+            Some(id) => ("AND id = ?", vec![id.into()]),
+            None => ("", vec![]),
+        };
+        let sql = format!(
+            "UPDATE runs SET \
+               last_claim_reclaimed = (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
+               reclaims = reclaims + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
+               status = 'running', lease_owner = ?, lease_token = lease_token + 1, due_at = ?, \
+               claims = claims + 1, started_at = COALESCE(started_at, ?) \
+             WHERE id = (SELECT id FROM runs WHERE status IN ('queued', 'running') AND due_at <= ? {filter} \
+                         ORDER BY due_at, created_at LIMIT 1) \
+             RETURNING *"
+        );
+        let mut all: Vec<SqlValue> = vec![
+            worker.into(),
+            (now + self.lease_ms()).into(),
+            now_rfc3339().into(),
+            now.into(),
+        ];
+        all.append(&mut values);
+        let Some(row) = txn.query_one_raw(stmt(&sql, all)).await? else {
+            txn.rollback().await?;
+            return Ok(None);
+        };
+        let run = run_from_row(&row)?;
+        let reclaimed = get::<i64>(&row, "last_claim_reclaimed")? != 0;
+        let (kind, message) = if reclaimed {
+            (
+                "run_reclaimed",
+                format!(
+                    "lease of the previous worker expired; reclaimed by worker {worker} (reclaim {})",
+                    run.reclaims
+                ),
+            )
+        } else if run.claims == 1 {
+            ("run_started", format!("run started by worker {worker}"))
+        } else {
+            ("run_resumed", format!("run resumed by worker {worker}"))
+        };
+        append_event(&txn, &run.id, "run", kind, &message).await?;
+        for s in on_claim(&run.subject) {
+            txn.execute_raw(s).await?;
+        }
+        txn.commit().await?;
+        Ok(Some(Claim {
+            token: run.lease_token,
+            reclaimed,
+            run,
+        }))
+    }
+
+    /// Extends the lease and reads the cancel flag. `LeaseLost` means another worker owns the
+    /// run (or it ended): the caller must stop at once.
+    pub async fn heartbeat(&self, run_id: &str, token: i64) -> Result<bool, EngineError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "UPDATE runs SET due_at = ? WHERE id = ? AND lease_token = ? AND status = 'running' RETURNING cancel_requested",
+                vec![
+                    (now_ms() + self.lease_ms()).into(),
+                    run_id.into(),
+                    token.into(),
+                ],
+            ))
+            .await?;
+        match row {
+            Some(row) => Ok(get::<i64>(&row, "cancel_requested")? != 0),
+            None => Err(EngineError::LeaseLost(run_id.to_string())),
+        }
+    }
+
+    /// Cancels a queued run (or one whose worker is gone) at once; flags a running run so the
+    /// worker holding it stops.
+    pub async fn cancel(
+        &self,
+        run_id: &str,
+        on_cancel: impl Fn(&str) -> Vec<Statement>,
+    ) -> Result<CancelOutcome, EngineError> {
+        let now = now_ms();
+        let txn = begin_write(&self.db).await?;
+        let row = txn
+            .query_one_raw(stmt(
+                "SELECT status, due_at, subject FROM runs WHERE id = ?",
+                vec![run_id.into()],
+            ))
+            .await?
+            .ok_or_else(|| EngineError::RunNotFound(run_id.to_string()))?;
+        let status_text: String = get(&row, "status")?;
+        let status = RunStatus::parse(&status_text).ok_or_else(|| EngineError::Corrupt {
+            id: run_id.to_string(),
+            detail: format!("unknown run status `{status_text}`"),
+        })?;
+        let due_at: i64 = get(&row, "due_at")?;
+        let subject: String = get(&row, "subject")?;
+        if status.is_terminal() {
+            return Err(EngineError::RunTerminal {
+                id: run_id.to_string(),
+                status: status_text,
+            });
+        }
+        let abandoned = status == RunStatus::Running && due_at <= now;
+        let outcome = if status == RunStatus::Queued || abandoned {
+            // Bumping the token fences off a worker that might still wake up.
+            txn.execute_raw(stmt(
+                "UPDATE runs SET status = 'canceled', cancel_requested = 1, finished_at = ?, lease_owner = NULL, \
+                 lease_token = lease_token + 1 WHERE id = ?",
+                vec![now_rfc3339().into(), run_id.into()],
+            ))
+            .await?;
+            txn.execute_raw(stmt(
+                "UPDATE run_stages SET status = 'canceled' WHERE run_id = ? AND status IN ('pending', 'running')",
+                vec![run_id.into()],
+            ))
+            .await?;
+            append_event(&txn, run_id, "run", "run_canceled", "run canceled").await?;
+            for s in on_cancel(&subject) {
+                txn.execute_raw(s).await?;
+            }
+            CancelOutcome::Canceled
+        } else {
+            txn.execute_raw(stmt(
+                "UPDATE runs SET cancel_requested = 1 WHERE id = ?",
+                vec![run_id.into()],
+            ))
+            .await?;
+            append_event(
+                &txn,
+                run_id,
+                "run",
+                "cancel_requested",
+                "cancel requested; the worker holding the run will stop it",
+            )
+            .await?;
+            CancelOutcome::Requested
+        };
+        txn.commit().await?;
+        Ok(outcome)
+    }
+
+    pub async fn get_run(&self, id: &str) -> Result<Option<RunRecord>, EngineError> {
+        let row = self
+            .db
+            .query_one_raw(stmt("SELECT * FROM runs WHERE id = ?", vec![id.into()]))
+            .await?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    /// Runs, newest first, optionally of one subject, with the total count.
+    pub async fn list_runs(
+        &self,
+        subject: Option<&str>,
+        limit: u64,
+        offset: u64,
+    ) -> Result<(Vec<RunRecord>, u64), EngineError> {
+        let (filter, values): (&str, Vec<SqlValue>) = match subject {
+            Some(s) => ("WHERE subject = ?", vec![s.into()]),
+            None => ("", vec![]),
+        };
+        let total_row = self
+            .db
+            .query_one_raw(stmt(
+                &format!("SELECT COUNT(*) AS n FROM runs {filter}"),
+                values.clone(),
+            ))
+            .await?;
+        let total = match total_row {
+            Some(row) => get::<i64>(&row, "n")?.max(0) as u64,
+            None => 0,
+        };
+        let mut page_values = values;
+        page_values.push((limit.min(i64::MAX as u64) as i64).into());
+        page_values.push((offset.min(i64::MAX as u64) as i64).into());
+        let rows = self
+            .db
+            .query_all_raw(stmt(
+                &format!(
+                    "SELECT * FROM runs {filter} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
+                ),
+                page_values,
+            ))
+            .await?;
+        let runs = rows.iter().map(run_from_row).collect::<Result<_, _>>()?;
+        Ok((runs, total))
+    }
+
+    /// Runs a worker may take or holds, oldest due first.
+    pub async fn list_queue(
+        &self,
+        limit: u64,
+        offset: u64,
+    ) -> Result<(Vec<RunRecord>, u64), EngineError> {
+        let total_row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT COUNT(*) AS n FROM runs WHERE status IN ('queued', 'running')",
+                vec![],
+            ))
+            .await?;
+        let total = match total_row {
+            Some(row) => get::<i64>(&row, "n")?.max(0) as u64,
+            None => 0,
+        };
+        let rows = self
+            .db
+            .query_all_raw(stmt(
+                "SELECT * FROM runs WHERE status IN ('queued', 'running') ORDER BY due_at, created_at LIMIT ? OFFSET ?",
+                vec![
+                    (limit.min(i64::MAX as u64) as i64).into(),
+                    (offset.min(i64::MAX as u64) as i64).into(),
+                ],
+            ))
+            .await?;
+        let runs = rows.iter().map(run_from_row).collect::<Result<_, _>>()?;
+        Ok((runs, total))
+    }
+
+    pub async fn queue_counts(&self) -> Result<QueueCounts, EngineError> {
+        let now = now_ms();
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT \
+                   COALESCE(SUM(status = 'queued'), 0) AS queued, \
+                   COALESCE(SUM(status = 'queued' AND due_at <= ?), 0) AS due, \
+                   COALESCE(SUM(status = 'running'), 0) AS running, \
+                   COALESCE(SUM(status = 'running' AND due_at <= ?), 0) AS expired \
+                 FROM runs WHERE status IN ('queued', 'running')",
+                vec![now.into(), now.into()],
+            ))
+            .await?;
+        let Some(row) = row else {
+            return Ok(QueueCounts {
+                queued: 0,
+                due: 0,
+                running: 0,
+                expired_leases: 0,
+            });
+        };
+        Ok(QueueCounts {
+            queued: get(&row, "queued")?,
+            due: get(&row, "due")?,
+            running: get(&row, "running")?,
+            expired_leases: get(&row, "expired")?,
+        })
+    }
+
+    /// The earliest due time among runs a worker could take, if any: a cheap indexed read that
+    /// idle workers poll instead of attempting write transactions.
+    pub async fn next_due_at(&self) -> Result<Option<i64>, EngineError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT MIN(due_at) AS due FROM runs WHERE status IN ('queued', 'running')",
+                vec![],
+            ))
+            .await?;
+        Ok(match row {
+            Some(row) => get::<Option<i64>>(&row, "due")?,
+            None => None,
+        })
+    }
+
+    pub async fn stages(&self, run_id: &str) -> Result<Vec<StageRecord>, EngineError> {
+        let rows = self
+            .db
+            .query_all_raw(stmt(
+                "SELECT * FROM run_stages WHERE run_id = ? ORDER BY position",
+                vec![run_id.into()],
+            ))
+            .await?;
+        rows.iter().map(stage_from_row).collect()
+    }
+
+    /// Events with a sequence greater than `after`, in order. Sequences are gap-free from 1, so
+    /// an offset of N is `after = N`.
+    pub async fn events(
+        &self,
+        run_id: &str,
+        after: i64,
+        limit: u64,
+    ) -> Result<Vec<EventRecord>, EngineError> {
+        let rows = self
+            .db
+            .query_all_raw(stmt(
+                "SELECT * FROM run_events WHERE run_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+                vec![
+                    run_id.into(),
+                    after.into(),
+                    (limit.min(i64::MAX as u64) as i64).into(),
+                ],
+            ))
+            .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    pub(crate) async fn get_part(
+        &self,
+        run_id: &str,
+        stage: &str,
+        key: &str,
+    ) -> Result<Option<String>, EngineError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT value FROM run_stage_parts WHERE run_id = ? AND stage = ? AND key = ?",
+                vec![run_id.into(), stage.into(), key.into()],
+            ))
+            .await?;
+        Ok(match row {
+            Some(row) => Some(get(&row, "value")?),
+            None => None,
+        })
+    }
+
+    /// A transaction that only commits if this worker still holds the run's lease. The fence
+    /// statement also extends the lease.
+    pub(crate) async fn fenced(
+        &self,
+        run_id: &str,
+        token: i64,
+    ) -> Result<DatabaseTransaction, EngineError> {
+        let txn = begin_write(&self.db).await?;
+        let updated = txn
+            .execute_raw(stmt(
+                "UPDATE runs SET due_at = ? WHERE id = ? AND lease_token = ? AND status = 'running'",
+                vec![
+                    (now_ms() + self.lease_ms()).into(),
+                    run_id.into(),
+                    token.into(),
+                ],
+            ))
+            .await?;
+        if updated.rows_affected() == 0 {
+            txn.rollback().await?;
+            return Err(EngineError::LeaseLost(run_id.to_string()));
+        }
+        Ok(txn)
+    }
+}
+
+/// A worker's handle on a claimed run: every write goes through it and is refused once the
+/// lease token no longer matches.
+#[derive(Clone)]
+pub struct LeaseGuard {
+    pub(crate) store: RunStore,
+    pub(crate) run_id: String,
+    pub(crate) token: i64,
+}
+
+/// One fenced write: statements, then events, committed together.
+pub(crate) struct Write {
+    pub statements: Vec<Statement>,
+    pub events: Vec<(String, &'static str, String)>,
+}
+
+impl LeaseGuard {
+    pub(crate) async fn apply(&self, write: Write) -> Result<(), EngineError> {
+        let txn = self.store.fenced(&self.run_id, self.token).await?;
+        for s in write.statements {
+            txn.execute_raw(s).await?;
+        }
+        for (stage, kind, message) in &write.events {
+            append_event(&txn, &self.run_id, stage, kind, message).await?;
+        }
+        txn.commit().await?;
+        Ok(())
+    }
+
+    pub(crate) async fn event(
+        &self,
+        stage: &str,
+        kind: &str,
+        message: &str,
+    ) -> Result<(), EngineError> {
+        let txn = self.store.fenced(&self.run_id, self.token).await?;
+        append_event(&txn, &self.run_id, stage, kind, message).await?;
+        txn.commit().await?;
+        Ok(())
+    }
+
+    pub(crate) async fn get_part(
+        &self,
+        stage: &str,
+        key: &str,
+    ) -> Result<Option<String>, EngineError> {
+        self.store.get_part(&self.run_id, stage, key).await
+    }
+
+    pub(crate) async fn put_part(
+        &self,
+        stage: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), EngineError> {
+        self.apply(Write {
+            statements: vec![stmt(
+                "INSERT OR REPLACE INTO run_stage_parts (run_id, stage, key, value) VALUES (?, ?, ?, ?)",
+                vec![
+                    self.run_id.clone().into(),
+                    stage.into(),
+                    key.into(),
+                    value.into(),
+                ],
+            )],
+            events: vec![],
+        })
+        .await
+    }
+}

@@ -1,0 +1,359 @@
+//! The executor on a real SQLite file: DAG order, parallel branches, `when`, retries with
+//! backoff through the queue, timeouts, cancellation, retry of failed runs.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::json;
+use shelf_engine::executor::ClaimOutcome;
+use shelf_engine::store::CancelOutcome;
+use shelf_engine::{EngineError, RunStatus, StageStatus};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{Probe, compile, database, engine, event_kinds, fast_config};
+
+async fn run_to_end(e: &shelf_engine::Engine, run_id: &str) -> shelf_engine::RunRecord {
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        e.run_in_process(run_id, "test-worker", CancellationToken::new()),
+    )
+    .await
+    .expect("run should end in time")
+    .expect("run")
+}
+
+#[tokio::test]
+async fn stages_run_in_dependency_order_and_see_upstream_outputs() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step, with: { set: { value: 7 } } }\n  b: { uses: step, needs: [a] }\n  c: { uses: step, needs: [b] }\n",
+    );
+    let run = e.submit("subject-1", &p, json!({"k": 1})).await.unwrap();
+    assert_eq!(run.status, RunStatus::Queued);
+    let done = run_to_end(&e, &run.id).await;
+    assert_eq!(done.status, RunStatus::Succeeded);
+    let kinds = event_kinds(&e, &run.id).await;
+    assert_eq!(
+        kinds,
+        [
+            "run:run_queued",
+            "run:run_started",
+            "a:stage_started",
+            "a:stage_succeeded",
+            "b:stage_started",
+            "b:stage_succeeded",
+            "c:stage_started",
+            "c:stage_succeeded",
+            "run:run_succeeded"
+        ]
+    );
+    let stages = e.store().stages(&run.id).await.unwrap();
+    let c = stages.iter().find(|s| s.name == "c").unwrap();
+    assert_eq!(
+        c.output.as_ref().unwrap()["seen"],
+        json!(7),
+        "c sees a's value through b"
+    );
+    // Sequences are gap-free from 1.
+    let events = e.store().events(&run.id, 0, 100).await.unwrap();
+    let seqs: Vec<i64> = events.iter().map(|e| e.sequence).collect();
+    assert_eq!(seqs, (1..=events.len() as i64).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn independent_branches_run_concurrently() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  root: { uses: step }\n  left: { uses: step, needs: [root], with: { sleep_ms: 400 } }\n  right: { uses: step, needs: [root], with: { sleep_ms: 400 } }\n  join: { uses: step, needs: [left, right] }\n",
+    );
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    let done = run_to_end(&e, &run.id).await;
+    assert_eq!(done.status, RunStatus::Succeeded);
+    assert_eq!(
+        probe.max_running.load(Ordering::SeqCst),
+        2,
+        "left and right overlap"
+    );
+    let kinds = event_kinds(&e, &run.id).await;
+    let join_start = kinds
+        .iter()
+        .position(|k| k == "join:stage_started")
+        .unwrap();
+    let left_done = kinds
+        .iter()
+        .position(|k| k == "left:stage_succeeded")
+        .unwrap();
+    let right_done = kinds
+        .iter()
+        .position(|k| k == "right:stage_succeeded")
+        .unwrap();
+    assert!(
+        join_start > left_done && join_start > right_done,
+        "{kinds:?}"
+    );
+}
+
+#[tokio::test]
+async fn when_false_skips_and_passes_inputs_through() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  extract: { uses: step, with: { set: { needs_ocr: false, value: text } } }\n  ocr: { uses: step, needs: [extract], when: extract.needs_ocr, with: { set: { value: ocr, ran: true } } }\n  correct: { uses: step, needs: [ocr], when: ocr.ran }\n  clean: { uses: step, needs: [correct] }\n",
+    );
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    assert_eq!(run_to_end(&e, &run.id).await.status, RunStatus::Succeeded);
+    let stages = e.store().stages(&run.id).await.unwrap();
+    let by = |n: &str| stages.iter().find(|s| s.name == n).unwrap().clone();
+    assert_eq!(by("ocr").status, StageStatus::Skipped);
+    assert_eq!(by("correct").status, StageStatus::Skipped);
+    assert_eq!(by("clean").output.unwrap()["seen"], json!("text"));
+    assert_eq!(probe.total_starts("ocr"), 0);
+
+    // With the flag set, the branch runs and its output wins.
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  extract: { uses: step, with: { set: { needs_ocr: true, value: text } } }\n  ocr: { uses: step, needs: [extract], when: extract.needs_ocr, with: { set: { value: ocr, ran: true } } }\n  correct: { uses: step, needs: [ocr], when: ocr.ran }\n  clean: { uses: step, needs: [correct] }\n",
+    );
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    assert_eq!(run_to_end(&e, &run.id).await.status, RunStatus::Succeeded);
+    let stages = e.store().stages(&run.id).await.unwrap();
+    let clean = stages.iter().find(|s| s.name == "clean").unwrap();
+    assert_eq!(clean.output.as_ref().unwrap()["seen"], json!("ocr"));
+}
+
+#[tokio::test]
+async fn retries_requeue_the_run_with_backoff_instead_of_sleeping() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step }\n  b: { uses: step, needs: [a], retry: { attempts: 3, backoff: 300ms }, with: { fail_times: 2 } }\n",
+    );
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    let claim = e.claim("w1", None).await.unwrap().expect("claim");
+    let before = shelf_engine::time::now_ms();
+    let outcome = e.execute(claim, CancellationToken::new()).await.unwrap();
+    let ClaimOutcome::RetryScheduled { due_at } = outcome else {
+        panic!("expected a scheduled retry, got {outcome:?}");
+    };
+    // Jittered exponential backoff: between 50 % and 100 % of 300 ms.
+    assert!(due_at >= before + 150, "due {due_at} before {before}");
+    let queued = e.store().get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(queued.status, RunStatus::Queued);
+    assert!(e.claim("w1", None).await.unwrap().is_none(), "not due yet");
+
+    let done = run_to_end(&e, &run.id).await;
+    assert_eq!(done.status, RunStatus::Succeeded);
+    assert_eq!(probe.starts_of(&run.id, "a"), 1, "a's checkpoint is reused");
+    assert_eq!(probe.starts_of(&run.id, "b"), 3);
+    let b = e
+        .store()
+        .stages(&run.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == "b")
+        .unwrap();
+    assert_eq!(b.attempts, 3);
+    let kinds = event_kinds(&e, &run.id).await;
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| *k == "run:run_retry_scheduled")
+            .count(),
+        2,
+        "{kinds:?}"
+    );
+}
+
+#[tokio::test]
+async fn retries_exhausted_fail_the_run() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step, retry: { attempts: 2, backoff: 10ms }, with: { fail_times: 5 } }\n  b: { uses: step, needs: [a] }\n",
+    );
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    let done = run_to_end(&e, &run.id).await;
+    assert_eq!(done.status, RunStatus::Failed);
+    assert!(
+        done.error.as_deref().unwrap().contains("stage a failed"),
+        "{:?}",
+        done.error
+    );
+    let stages = e.store().stages(&run.id).await.unwrap();
+    assert_eq!(stages[0].status, StageStatus::Failed);
+    assert_eq!(stages[1].status, StageStatus::Canceled);
+    assert_eq!(probe.total_starts("b"), 0);
+}
+
+#[tokio::test]
+async fn fatal_errors_are_not_retried() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step, retry: { attempts: 5, backoff: 10ms }, with: { fail_times: 1, fatal: true } }\n",
+    );
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    assert_eq!(run_to_end(&e, &run.id).await.status, RunStatus::Failed);
+    assert_eq!(probe.starts_of(&run.id, "a"), 1);
+}
+
+#[tokio::test]
+async fn per_stage_timeout_fails_the_attempt() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  slow: { uses: step, timeout: 150ms, with: { sleep_ms: 10000, ignore_cancel: true } }\n",
+    );
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    let started = std::time::Instant::now();
+    let done = run_to_end(&e, &run.id).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(done.status, RunStatus::Failed);
+    let stage = &e.store().stages(&run.id).await.unwrap()[0];
+    assert_eq!(stage.status, StageStatus::Failed);
+    assert!(
+        stage
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with("stage_timeout: timed out after 150ms"),
+        "{:?}",
+        stage.error
+    );
+}
+
+#[tokio::test]
+async fn canceling_a_queued_run_is_immediate_and_final() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let p = compile(&e, "version: 1\nstages:\n  a: { uses: step }\n");
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    assert_eq!(e.cancel(&run.id).await.unwrap(), CancelOutcome::Canceled);
+    let canceled = e.store().get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(canceled.status, RunStatus::Canceled);
+    assert!(
+        e.claim("w", None).await.unwrap().is_none(),
+        "a canceled run is never claimed"
+    );
+    assert!(matches!(
+        e.cancel(&run.id).await,
+        Err(EngineError::RunTerminal { .. })
+    ));
+    assert!(matches!(
+        e.retry(&run.id).await,
+        Err(EngineError::RunNotFailed { .. })
+    ));
+    assert_eq!(
+        e.store().stages(&run.id).await.unwrap()[0].status,
+        StageStatus::Canceled
+    );
+    assert_eq!(probe.total_starts("a"), 0);
+}
+
+#[tokio::test]
+async fn canceling_a_running_run_stops_its_stage_and_starts_nothing_later() {
+    let (dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let worker_engine = engine(&db, &probe, fast_config());
+    // The API side uses its own pool, as another process would.
+    let api_db = crate::common::connect(&dir).await;
+    let api_engine = engine(&api_db, &probe, fast_config());
+    let p = compile(
+        &worker_engine,
+        "version: 1\nstages:\n  slow: { uses: step, with: { sleep_ms: 20000 } }\n  after: { uses: step, needs: [slow] }\n",
+    );
+    let run = api_engine.submit("s", &p, json!({})).await.unwrap();
+    let id = run.id.clone();
+    let runner = {
+        let e = worker_engine.clone();
+        tokio::spawn(async move { e.run_in_process(&id, "w", CancellationToken::new()).await })
+    };
+    while probe.total_starts("slow") == 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let asked = std::time::Instant::now();
+    assert_eq!(
+        api_engine.cancel(&run.id).await.unwrap(),
+        CancelOutcome::Requested
+    );
+    let done = tokio::time::timeout(Duration::from_secs(5), runner)
+        .await
+        .expect("cancel reaches the worker within seconds")
+        .unwrap()
+        .unwrap();
+    assert!(asked.elapsed() < Duration::from_secs(3));
+    assert_eq!(done.status, RunStatus::Canceled);
+    assert_eq!(probe.total_starts("after"), 0);
+    let stages = api_engine.store().stages(&run.id).await.unwrap();
+    assert!(
+        stages.iter().all(|s| s.status == StageStatus::Canceled),
+        "{stages:?}"
+    );
+}
+
+#[tokio::test]
+async fn retry_of_a_failed_run_reuses_succeeded_checkpoints() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step, with: { set: { value: 1 } } }\n  b: { uses: step, needs: [a], with: { fail_times: 1, fatal: true } }\n",
+    );
+    let first = e.submit("s", &p, json!({"doc": "x"})).await.unwrap();
+    assert_eq!(run_to_end(&e, &first.id).await.status, RunStatus::Failed);
+    let second = e.retry(&first.id).await.unwrap();
+    assert_eq!(second.retry_of.as_deref(), Some(first.id.as_str()));
+    assert_eq!(second.attempt, 2);
+    assert_eq!(second.pipeline_sha256, first.pipeline_sha256);
+    assert_eq!(second.input, json!({"doc": "x"}));
+    // The failure counter is per subject, so the replay's b succeeds.
+    let done = run_to_end(&e, &second.id).await;
+    assert_eq!(done.status, RunStatus::Succeeded);
+    assert_eq!(probe.starts_of(&second.id, "a"), 0, "a is not run again");
+    let stages = e.store().stages(&second.id).await.unwrap();
+    assert_eq!(stages[0].reused_from.as_deref(), Some(first.id.as_str()));
+    assert_eq!(stages[1].output.as_ref().unwrap()["seen"], json!(1));
+    // The failed run itself never changes.
+    let old = e.store().get_run(&first.id).await.unwrap().unwrap();
+    assert_eq!(old.status, RunStatus::Failed);
+}
+
+#[tokio::test]
+async fn editing_a_pipeline_never_changes_a_created_run() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let original = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step, with: { set: { v: 1 } } }\n",
+    );
+    let run = e.submit("s", &original, json!({})).await.unwrap();
+    let _edited = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step, with: { set: { v: 2 } } }\n",
+    );
+    run_to_end(&e, &run.id).await;
+    let stage = &e.store().stages(&run.id).await.unwrap()[0];
+    assert_eq!(stage.output.as_ref().unwrap()["v"], json!(1));
+    assert_eq!(run.pipeline_sha256, original.sha256);
+}

@@ -1,0 +1,235 @@
+//! The durable queue on one SQLite file shared by several pools: exclusive claims, lease
+//! expiry and reclaim, lease-token fencing, the reclaim cap.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::json;
+use shelf_engine::executor::ClaimOutcome;
+use shelf_engine::{EngineConfig, EngineError, RunStatus, Worker, WorkerConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{Probe, compile, connect, database, engine, event_kinds, fast_config};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_workers_never_run_the_same_run_at_once() {
+    let (dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let submitter = engine(&db, &probe, fast_config());
+    let p = compile(
+        &submitter,
+        "version: 1\nstages:\n  a: { uses: step, with: { sleep_ms: 5 } }\n  b: { uses: step, needs: [a] }\n",
+    );
+    let mut ids = Vec::new();
+    for i in 0..60 {
+        ids.push(
+            submitter
+                .submit(&format!("s{i}"), &p, json!({}))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let shutdown = CancellationToken::new();
+    let mut handles = Vec::new();
+    for n in 0..2 {
+        let db = connect(&dir).await;
+        let e = engine(&db, &probe, fast_config());
+        let mut config = WorkerConfig::new(4);
+        config.id = format!("worker-{n}");
+        config.poll_interval = Duration::from_millis(10);
+        let stop = shutdown.clone();
+        handles.push(tokio::spawn(async move {
+            Worker::new(e, config).run(stop).await
+        }));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (runs, _) = submitter.store().list_runs(None, 100, 0).await.unwrap();
+        if runs.iter().all(|r| r.status.is_terminal()) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "runs did not finish");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    shutdown.cancel();
+    for h in handles {
+        h.await.unwrap();
+    }
+    assert_eq!(probe.overlaps.load(Ordering::SeqCst), 0);
+    let mut owners = std::collections::HashSet::new();
+    for id in &ids {
+        let run = submitter.store().get_run(id).unwrap_or_else_none().await;
+        assert_eq!(run.status, RunStatus::Succeeded);
+        assert_eq!(run.claims, 1, "each run claimed exactly once");
+        assert_eq!(probe.starts_of(id, "a"), 1);
+        assert_eq!(probe.starts_of(id, "b"), 1);
+        let kinds = event_kinds(&submitter, id).await;
+        assert_eq!(kinds.iter().filter(|k| *k == "run:run_started").count(), 1);
+        owners.insert(
+            submitter
+                .store()
+                .events(id, 0, 100)
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|e| e.kind == "run_started")
+                .unwrap()
+                .message,
+        );
+    }
+    assert_eq!(owners.len(), 2, "both workers took work: {owners:?}");
+}
+
+trait GetRun {
+    async fn unwrap_or_else_none(self) -> shelf_engine::RunRecord;
+}
+
+impl<F> GetRun for F
+where
+    F: std::future::Future<Output = Result<Option<shelf_engine::RunRecord>, EngineError>>,
+{
+    async fn unwrap_or_else_none(self) -> shelf_engine::RunRecord {
+        self.await.unwrap().expect("run exists")
+    }
+}
+
+fn short_lease() -> EngineConfig {
+    EngineConfig {
+        lease: Duration::from_millis(300),
+        heartbeat: Duration::from_millis(100),
+        max_reclaims: 3,
+    }
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_reclaimed_and_the_stale_worker_is_fenced_off() {
+    let (dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let stale = engine(&db, &probe, short_lease());
+    let p = compile(&stale, "version: 1\nstages:\n  a: { uses: step }\n");
+    let run = stale.submit("s", &p, json!({})).await.unwrap();
+    let first = stale.claim("stale", None).await.unwrap().expect("claim");
+    assert!(!first.reclaimed);
+    // While the lease is valid nobody else can take the run.
+    let db2 = connect(&dir).await;
+    let fresh = engine(&db2, &probe, short_lease());
+    assert!(fresh.claim("fresh", None).await.unwrap().is_none());
+    // The stale worker stops renewing (it "died"); the lease expires.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let second = fresh.claim("fresh", None).await.unwrap().expect("reclaim");
+    assert!(second.reclaimed);
+    assert_eq!(second.run.reclaims, 1);
+    assert!(second.token > first.token);
+    // Every write of the stale worker is refused by the token.
+    assert!(matches!(
+        stale.store().heartbeat(&run.id, first.token).await,
+        Err(EngineError::LeaseLost(_))
+    ));
+    let outcome = stale
+        .execute(first, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome, ClaimOutcome::LeaseLost);
+    assert_eq!(
+        probe.starts_of(&run.id, "a"),
+        0,
+        "a fenced worker starts nothing"
+    );
+    // The new owner finishes it.
+    let outcome = fresh
+        .execute(second, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome, ClaimOutcome::Finished(RunStatus::Succeeded));
+    let kinds = event_kinds(&fresh, &run.id).await;
+    assert!(
+        kinds.contains(&"run:run_reclaimed".to_string()),
+        "{kinds:?}"
+    );
+}
+
+#[tokio::test]
+async fn heartbeats_keep_a_long_stage_from_being_reclaimed() {
+    let (dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let owner = engine(&db, &probe, short_lease());
+    let p = compile(
+        &owner,
+        "version: 1\nstages:\n  a: { uses: step, with: { sleep_ms: 1200 } }\n",
+    );
+    let run = owner.submit("s", &p, json!({})).await.unwrap();
+    let claim = owner.claim("owner", None).await.unwrap().unwrap();
+    let exec = {
+        let owner = owner.clone();
+        tokio::spawn(async move { owner.execute(claim, CancellationToken::new()).await })
+    };
+    let db2 = connect(&dir).await;
+    let other = engine(&db2, &probe, short_lease());
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            other.claim("other", None).await.unwrap().is_none(),
+            "lease is renewed"
+        );
+    }
+    assert_eq!(
+        exec.await.unwrap().unwrap(),
+        ClaimOutcome::Finished(RunStatus::Succeeded)
+    );
+    assert_eq!(
+        owner
+            .store()
+            .get_run(&run.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .claims,
+        1
+    );
+}
+
+#[tokio::test]
+async fn reclaims_are_capped() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let config = EngineConfig {
+        max_reclaims: 1,
+        ..short_lease()
+    };
+    let e = engine(&db, &probe, config);
+    let p = compile(&e, "version: 1\nstages:\n  a: { uses: step }\n");
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    e.claim("w1", None).await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    e.claim("w2", None).await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let third = e.claim("w3", None).await.unwrap().unwrap();
+    assert_eq!(third.run.reclaims, 2);
+    let outcome = e.execute(third, CancellationToken::new()).await.unwrap();
+    assert_eq!(outcome, ClaimOutcome::Finished(RunStatus::Failed));
+    let failed = e.store().get_run(&run.id).await.unwrap().unwrap();
+    assert!(failed.error.unwrap().contains("reclaimed 2 times"));
+    assert_eq!(probe.starts_of(&run.id, "a"), 0);
+}
+
+#[tokio::test]
+async fn canceling_a_run_whose_worker_died_is_immediate() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, short_lease());
+    let p = compile(&e, "version: 1\nstages:\n  a: { uses: step }\n");
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    let claim = e.claim("dead", None).await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert_eq!(
+        e.cancel(&run.id).await.unwrap(),
+        shelf_engine::store::CancelOutcome::Canceled
+    );
+    // The dead worker waking up finds its token fenced off.
+    assert_eq!(
+        e.execute(claim, CancellationToken::new()).await.unwrap(),
+        ClaimOutcome::LeaseLost
+    );
+}

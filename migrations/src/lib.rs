@@ -1,0 +1,24 @@
+//! Append-only schema history of the Shelf database: one file per migration, never edited once
+//! released. The migration name is its file name.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261121_000001_init;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261121_000001_init::Migration)]
+    }
+}
+
+/// Names of every migration this binary knows, oldest first. A database that recorded a name
+/// not in this list was written by a newer Shelf and is refused.
+pub fn known_migrations() -> Vec<String> {
+    Migrator::migrations()
+        .iter()
+        .map(|m| m.name().to_string())
+        .collect()
+}
