@@ -1,1 +1,20 @@
-//! placeholder
+//! Shelf's application layer: the typed settings and the operations both front ends call
+//! (ingest, runs, search, pipelines, workers). The CLI and the API are thin layers over
+//! [`Shelf`]; neither re-implements the other.
+
+pub mod db;
+pub mod error;
+pub mod hooks;
+pub mod pipelines;
+pub mod providers;
+pub mod runs;
+pub mod settings;
+pub mod shelf;
+
+pub use error::AppError;
+pub use runs::{RunView, StageView};
+pub use settings::Settings;
+pub use shelf::{ProcessingMode, Shelf};
+
+pub use shelf_documents as documents;
+pub use shelf_engine as engine;

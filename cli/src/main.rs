@@ -1,1 +1,74 @@
-fn main() {}
+//! The `shelf` command: clap parsing, logging setup and exit codes. Every command is a thin
+//! call into the application layer (`shelf-app`).
+
+mod commands;
+mod logging;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::output::Failure;
+
+/// Shelf: ingest documents, clean and classify them through pipelines, search them.
+#[derive(Parser)]
+#[command(name = "shelf", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply pending database migrations.
+    Migrate(commands::migrate::Args),
+    /// Ingest a file or a directory, then process, queue or just store it.
+    Import(commands::import::Args),
+    /// Create a run for an ingested document (POST /runs).
+    Process(commands::process::Args),
+    /// Take runs from the durable queue and execute them until stopped.
+    Worker(commands::worker::Args),
+    /// List runs, or show one run with its stages and events.
+    Runs(commands::runs::Args),
+    /// Full-text search over cleaned (or raw) text.
+    Search(commands::search::Args),
+    /// Check and draw pipeline files.
+    #[command(subcommand)]
+    Pipeline(commands::pipeline::Command),
+    /// Administration: run cancel and retry, queue inspection.
+    #[command(subcommand)]
+    Admin(commands::admin::Command),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Migrate(args) => commands::migrate::run(args).await,
+            Command::Import(args) => commands::import::run(args).await,
+            Command::Process(args) => commands::process::run(args).await,
+            Command::Worker(args) => commands::worker::run(args).await,
+            Command::Runs(args) => commands::runs::run(args).await,
+            Command::Search(args) => commands::search::run(args).await,
+            Command::Pipeline(command) => commands::pipeline::run(command).await,
+            Command::Admin(command) => commands::admin::run(command).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(failure) => failure.report(),
+    }
+}
+
+pub type CliResult = Result<ExitCode, Failure>;

@@ -675,6 +675,20 @@ impl RunStore {
         rows.iter().map(event_from_row).collect()
     }
 
+    /// How many partial checkpoints each stage of a run has saved.
+    pub async fn part_counts(&self, run_id: &str) -> Result<Vec<(String, i64)>, EngineError> {
+        let rows = self
+            .db
+            .query_all_raw(stmt(
+                "SELECT stage, COUNT(*) AS n FROM run_stage_parts WHERE run_id = ? GROUP BY stage",
+                vec![run_id.into()],
+            ))
+            .await?;
+        rows.iter()
+            .map(|r| Ok((get(r, "stage")?, get(r, "n")?)))
+            .collect()
+    }
+
     pub(crate) async fn get_part(
         &self,
         run_id: &str,

@@ -1,1 +1,51 @@
-//! placeholder
+//! Shelf's concrete pipeline stages, one file each, and the clients they need (language-model
+//! providers). Adding a stage: one file here, one line in [`registry`], one YAML entry.
+
+pub mod chunk;
+pub mod classify;
+pub mod clean;
+pub mod correct;
+pub mod errors;
+pub mod extract;
+pub mod index;
+pub mod ocr;
+pub mod provider;
+pub mod summarize;
+pub mod text;
+
+use std::sync::Arc;
+
+use shelf_documents::DocumentStore;
+use shelf_engine::Registry;
+
+pub use provider::{Provider, ProviderError};
+
+/// What the stages share: the document store and the language-model provider.
+#[derive(Clone)]
+pub struct StageDeps {
+    pub documents: DocumentStore,
+    pub provider: Arc<dyn Provider>,
+    pub chunking: chunk::ChunkSettings,
+    /// How many chunks one clean stage sends to the provider at once.
+    pub llm_concurrency: usize,
+    /// Largest source file the extractor reads into memory.
+    pub max_extract_bytes: u64,
+    /// `SHELF_CLEANING_PROMPT_VERSION`, used when a stage's options do not name one.
+    pub cleaning_prompt_version: String,
+    /// `SHELF_CLASSIFICATION_PROMPT_VERSION`, likewise.
+    pub classification_prompt_version: String,
+}
+
+/// Every stage kind Shelf ships.
+pub fn registry(deps: &StageDeps) -> Registry {
+    let mut registry = Registry::new();
+    registry
+        .register(extract::Extract::new(deps))
+        .register(ocr::Ocr)
+        .register(correct::Correct)
+        .register(clean::Clean::new(deps))
+        .register(classify::Classify::new(deps))
+        .register(summarize::Summarize::new(deps))
+        .register(index::Index::new(deps));
+    registry
+}

@@ -1,0 +1,262 @@
+//! [`Shelf`]: one handle on the database, the document store and the engine, with the
+//! operations the CLI and the API expose.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sea_orm::DatabaseConnection;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use shelf_documents::{DocumentStore, Ingested, SearchIds, SearchPage, SearchRequest};
+use shelf_engine::executor::snapshot_source;
+use shelf_engine::store::CancelOutcome;
+use shelf_engine::{
+    CompiledPipeline, Engine, EngineConfig, EventRecord, PipelineSource, RunRecord, RunStore,
+    Worker, WorkerConfig,
+};
+use shelf_stages::StageDeps;
+use shelf_stages::chunk::ChunkSettings;
+use tokio_util::sync::CancellationToken;
+
+use crate::db;
+use crate::error::AppError;
+use crate::hooks::DocumentHooks;
+use crate::pipelines;
+use crate::runs::RunView;
+use crate::settings::Settings;
+
+/// What happens to a new run: queued for a worker, processed here and now, or not made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessingMode {
+    #[default]
+    Process,
+    Queue,
+    None,
+}
+
+impl ProcessingMode {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "process" => Some(Self::Process),
+            "queue" => Some(Self::Queue),
+            "none" => Some(Self::None),
+            _ => None,
+        }
+    }
+}
+
+/// A run with its stages and one page of events.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunDetail {
+    #[serde(flatten)]
+    pub run: RunView,
+    pub events: Vec<EventRecord>,
+}
+
+#[derive(Clone)]
+pub struct Shelf {
+    pub settings: Arc<Settings>,
+    pub db: DatabaseConnection,
+    pub documents: DocumentStore,
+    pub engine: Engine,
+}
+
+impl Shelf {
+    /// Opens Shelf for a service (API or worker): the schema must already be current.
+    pub async fn open(settings: Settings) -> Result<Shelf, AppError> {
+        let db = db::connect(&settings.database_path, settings.database_max_connections).await?;
+        db::check_current(&db).await?;
+        Ok(Self::assemble(settings, db))
+    }
+
+    /// Opens Shelf for a one-shot command: pending migrations are applied first, so a new
+    /// user's first `shelf import` works on an empty data directory.
+    pub async fn open_migrating(settings: Settings) -> Result<Shelf, AppError> {
+        let db = db::connect(&settings.database_path, settings.database_max_connections).await?;
+        db::migrate(&db).await?;
+        Ok(Self::assemble(settings, db))
+    }
+
+    fn assemble(settings: Settings, db: DatabaseConnection) -> Shelf {
+        let documents = DocumentStore::new(db.clone(), settings.data_dir.clone());
+        let deps = StageDeps {
+            documents: documents.clone(),
+            provider: crate::providers::from_settings(&settings),
+            chunking: ChunkSettings {
+                target_chars: settings.chunk_target_chars,
+                overlap_chars: settings.chunk_overlap_chars,
+            },
+            llm_concurrency: settings.llm_max_concurrency,
+            max_extract_bytes: settings.extract_max_bytes,
+            cleaning_prompt_version: settings.cleaning_prompt_version.clone(),
+            classification_prompt_version: settings.classification_prompt_version.clone(),
+        };
+        let config = EngineConfig {
+            lease: Duration::from_secs(settings.worker_lease_seconds),
+            heartbeat: Duration::from_millis(settings.worker_heartbeat_ms),
+            max_reclaims: settings.worker_max_reclaims,
+        };
+        let engine = Engine::new(
+            RunStore::new(db.clone(), config.lease),
+            shelf_stages::registry(&deps),
+            Arc::new(DocumentHooks),
+            config,
+        );
+        Shelf {
+            settings: Arc::new(settings),
+            db,
+            documents,
+            engine,
+        }
+    }
+
+    // ---- pipelines ----
+
+    pub fn pipeline_source(&self, name: &str) -> Result<PipelineSource, AppError> {
+        Ok(pipelines::find(
+            name,
+            self.settings.pipelines_dir.as_deref(),
+        )?)
+    }
+
+    pub fn load_pipeline(&self, name: &str) -> Result<CompiledPipeline, AppError> {
+        Ok(self.engine.compile(&self.pipeline_source(name)?)?)
+    }
+
+    pub fn check_pipeline_file(&self, path: &Path) -> Result<CompiledPipeline, AppError> {
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("pipeline")
+            .to_string();
+        Ok(self.engine.compile(&pipelines::read_file(path, &name)?)?)
+    }
+
+    // ---- documents ----
+
+    /// Ingests one local file in place (content-addressed: the same bytes give the same
+    /// document).
+    pub async fn ingest_path(&self, path: &Path) -> Result<Ingested, AppError> {
+        Ok(self.documents.ingest_path(path).await?)
+    }
+
+    // ---- runs ----
+
+    /// Creates a run of `pipeline` (default: `SHELF_PIPELINE`) for a document, then queues it
+    /// for a worker or processes it in this process.
+    pub async fn process(
+        &self,
+        document_id: &str,
+        pipeline: Option<&str>,
+        mode: ProcessingMode,
+    ) -> Result<Option<RunRecord>, AppError> {
+        if mode == ProcessingMode::None {
+            return Ok(None);
+        }
+        self.documents.get(document_id).await?;
+        let pipeline = self.load_pipeline(pipeline.unwrap_or(&self.settings.pipeline))?;
+        let run = self
+            .engine
+            .submit(
+                document_id,
+                &pipeline,
+                json!({ "document_id": document_id }),
+            )
+            .await
+            .map_err(|e| AppError::RunSubmission(e.to_string()))?;
+        match mode {
+            ProcessingMode::Process => Ok(Some(self.run_here(&run.id).await?)),
+            _ => Ok(Some(run)),
+        }
+    }
+
+    /// Runs an existing run to its end in this process, with the same engine a worker uses.
+    pub async fn run_here(&self, run_id: &str) -> Result<RunRecord, AppError> {
+        let worker = format!("inprocess-{}", std::process::id());
+        Ok(self
+            .engine
+            .run_in_process(run_id, &worker, CancellationToken::new())
+            .await?)
+    }
+
+    pub async fn run(&self, run_id: &str) -> Result<RunRecord, AppError> {
+        self.engine
+            .store()
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| AppError::NotFound(format!("Run not found: {run_id}")))
+    }
+
+    pub async fn run_view(&self, run_id: &str) -> Result<RunView, AppError> {
+        let run = self.run(run_id).await?;
+        let stages = self.engine.store().stages(run_id).await?;
+        let parts = self.engine.store().part_counts(run_id).await?;
+        Ok(RunView::detail(&run, &stages, &parts))
+    }
+
+    pub async fn run_detail(&self, run_id: &str, events_limit: u64) -> Result<RunDetail, AppError> {
+        let run = self.run_view(run_id).await?;
+        let events = self.engine.store().events(run_id, 0, events_limit).await?;
+        Ok(RunDetail { run, events })
+    }
+
+    pub async fn list_runs(
+        &self,
+        document_id: Option<&str>,
+        limit: u64,
+        offset: u64,
+    ) -> Result<(Vec<RunView>, u64), AppError> {
+        let (runs, total) = self
+            .engine
+            .store()
+            .list_runs(document_id, limit, offset)
+            .await?;
+        Ok((runs.iter().map(RunView::summary).collect(), total))
+    }
+
+    /// Events after `offset` (sequences are gap-free from 1, so offset N starts at N + 1).
+    pub async fn events(
+        &self,
+        run_id: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<EventRecord>, AppError> {
+        self.run(run_id).await?;
+        let after = i64::try_from(offset).unwrap_or(i64::MAX);
+        Ok(self.engine.store().events(run_id, after, limit).await?)
+    }
+
+    pub async fn cancel(&self, run_id: &str) -> Result<(CancelOutcome, RunRecord), AppError> {
+        let outcome = self.engine.cancel(run_id).await?;
+        Ok((outcome, self.run(run_id).await?))
+    }
+
+    /// Replays a failed run as a new queued run on the same pipeline snapshot.
+    pub async fn retry(&self, run_id: &str) -> Result<RunRecord, AppError> {
+        Ok(self.engine.retry(run_id).await?)
+    }
+
+    /// The compiled pipeline a run was created with.
+    pub fn run_pipeline(&self, run: &RunRecord) -> Result<CompiledPipeline, AppError> {
+        Ok(self.engine.compile(&snapshot_source(run))?)
+    }
+
+    /// Runs a queue worker until `shutdown` trips.
+    pub async fn work(&self, concurrency: usize, shutdown: CancellationToken) {
+        let mut config = WorkerConfig::new(concurrency);
+        config.poll_interval = Duration::from_millis(self.settings.worker_poll_ms.max(1));
+        Worker::new(self.engine.clone(), config).run(shutdown).await;
+    }
+
+    // ---- search ----
+
+    pub async fn search_ids(&self, request: &SearchRequest) -> Result<SearchIds, AppError> {
+        Ok(shelf_documents::search_ids(&self.db, request).await?)
+    }
+
+    pub async fn search_results(&self, request: &SearchRequest) -> Result<SearchPage, AppError> {
+        Ok(shelf_documents::search_results(&self.db, request).await?)
+    }
+}

@@ -1,0 +1,127 @@
+//! `shelf admin ...`: run cancel and retry, queue inspection.
+
+use std::process::ExitCode;
+
+use crate::CliResult;
+use crate::output::{OrFail, print_json};
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Cancel a run: a queued run at once, a running one as soon as its worker sees the flag.
+    RunCancel {
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay a failed run as a new run, reusing its finished stages.
+    RunRetry {
+        run_id: String,
+        /// Process the new run here and wait (default: queue it for a worker).
+        #[arg(long)]
+        process: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect the durable queue: runs waiting or held by a worker.
+    Queue {
+        #[arg(long, default_value_t = 50)]
+        limit: u64,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(command: Command) -> CliResult {
+    match command {
+        Command::RunCancel { run_id, json } => {
+            let shelf = super::open(json).await?;
+            let (outcome, run) = shelf.cancel(&run_id).await.or_fail(json)?;
+            if json {
+                print_json(
+                    &serde_json::json!({ "id": run.id, "status": run.status, "outcome": outcome }),
+                );
+            } else {
+                match outcome {
+                    shelf_app::engine::store::CancelOutcome::Canceled => {
+                        println!("run {} canceled", run.id)
+                    }
+                    shelf_app::engine::store::CancelOutcome::Requested => {
+                        println!(
+                            "cancel requested; the worker holding run {} will stop it",
+                            run.id
+                        )
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::RunRetry {
+            run_id,
+            process,
+            json,
+        } => {
+            let shelf = super::open(json).await?;
+            let run = shelf.retry(&run_id).await.or_fail(json)?;
+            if process {
+                shelf.run_here(&run.id).await.or_fail(json)?;
+                return super::runs::show(&shelf, &run.id, json, false).await;
+            }
+            if json {
+                print_json(&shelf.run_view(&run.id).await.or_fail(json)?);
+            } else {
+                println!("run {} queued as a retry of {}", run.id, run_id);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Queue {
+            limit,
+            offset,
+            json,
+        } => {
+            let shelf = super::open(json).await?;
+            let store = shelf.engine.store();
+            let counts = store
+                .queue_counts()
+                .await
+                .map_err(shelf_app::AppError::from)
+                .or_fail(json)?;
+            let (runs, total) = store
+                .list_queue(limit.min(1000), offset)
+                .await
+                .map_err(shelf_app::AppError::from)
+                .or_fail(json)?;
+            if json {
+                let items: Vec<_> = runs
+                    .iter()
+                    .map(|r| serde_json::json!({
+                        "id": r.id, "document_id": r.subject, "status": r.status, "stage": r.stage,
+                        "due_at_ms": r.due_at, "lease_owner": r.lease_owner, "claims": r.claims,
+                        "reclaims": r.reclaims, "cancel_requested": r.cancel_requested,
+                    }))
+                    .collect();
+                print_json(&serde_json::json!({
+                    "counts": counts, "runs": items, "total": total, "limit": limit, "offset": offset,
+                }));
+            } else {
+                println!(
+                    "queued {} (due {}), running {} (expired leases {})",
+                    counts.queued, counts.due, counts.running, counts.expired_leases
+                );
+                for r in &runs {
+                    println!(
+                        "{:<21} {:<8} {:<10} owner {:<20} claims {} reclaims {}",
+                        r.id,
+                        r.status.as_str(),
+                        r.stage.as_deref().unwrap_or("-"),
+                        r.lease_owner.as_deref().unwrap_or("-"),
+                        r.claims,
+                        r.reclaims
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! `shelf migrate`: apply pending migrations (services refuse to start until this ran).
+
+use std::process::ExitCode;
+
+use shelf_app::db;
+
+use crate::CliResult;
+use crate::output::{OrFail, print_json};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print the schema status as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> CliResult {
+    let settings = super::settings(args.json)?;
+    crate::logging::init(&settings, true);
+    let conn = db::connect(&settings.database_path, 2)
+        .await
+        .or_fail(args.json)?;
+    let before = db::schema_status(&conn).await.or_fail(args.json)?;
+    let after = db::migrate(&conn).await.or_fail(args.json)?;
+    if args.json {
+        print_json(&serde_json::json!({
+            "database": settings.database_path,
+            "applied_now": before.pending,
+            "applied_migrations": after.applied,
+        }));
+    } else if before.pending.is_empty() {
+        println!(
+            "database {} is up to date ({} migrations)",
+            settings.database_path.display(),
+            after.applied.len()
+        );
+    } else {
+        for name in &before.pending {
+            println!("applied {name}");
+        }
+        println!(
+            "database {} is up to date",
+            settings.database_path.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,142 @@
+//! `shelf runs [RUN_ID]`: list runs, or show one with its stages and events; `--follow`
+//! prints events as they happen until the run ends.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use shelf_app::Shelf;
+
+use crate::CliResult;
+use crate::output::{EXIT_FAILED, OrFail, print_json};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Show this run instead of listing.
+    run_id: Option<String>,
+    /// Only runs of this document.
+    #[arg(long)]
+    document: Option<String>,
+    #[arg(long, default_value_t = 20)]
+    limit: u64,
+    #[arg(long, default_value_t = 0)]
+    offset: u64,
+    /// With a run id: print its events as they happen until the run ends.
+    #[arg(long, short)]
+    follow: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> CliResult {
+    let shelf = super::open(args.json).await?;
+    match &args.run_id {
+        Some(id) => show(&shelf, id, args.json, args.follow).await,
+        None => {
+            let (runs, total) = shelf
+                .list_runs(args.document.as_deref(), args.limit.min(1000), args.offset)
+                .await
+                .or_fail(args.json)?;
+            if args.json {
+                print_json(&serde_json::json!({
+                    "runs": runs, "total": total, "limit": args.limit, "offset": args.offset,
+                }));
+            } else {
+                println!(
+                    "{:<21} {:<10} {:<10} {:<21} CREATED",
+                    "RUN", "STATUS", "STAGE", "DOCUMENT"
+                );
+                for r in &runs {
+                    println!(
+                        "{:<21} {:<10} {:<10} {:<21} {}",
+                        r.id,
+                        r.status,
+                        r.stage.as_deref().unwrap_or("-"),
+                        r.document_id,
+                        r.created_at
+                    );
+                }
+                println!("{} of {total} run(s)", runs.len());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Prints one run (and follows it); the exit code says whether it failed.
+pub async fn show(shelf: &Shelf, id: &str, json: bool, follow: bool) -> CliResult {
+    let mut after = 0i64;
+    if follow && !json {
+        loop {
+            let events = shelf.events(id, after as u64, 500).await.or_fail(json)?;
+            for e in &events {
+                println!(
+                    "{:>4} {} {:<10} {}",
+                    e.sequence, e.created_at, e.stage, e.message
+                );
+                after = e.sequence;
+            }
+            let run = shelf.run(id).await.or_fail(json)?;
+            if run.status.is_terminal() && events.is_empty() {
+                break;
+            }
+            if events.is_empty() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    let detail = shelf.run_detail(id, 1000).await.or_fail(json)?;
+    if json {
+        print_json(&detail);
+    } else {
+        let run = &detail.run;
+        println!(
+            "run {}  {}  document {}",
+            run.id, run.status, run.document_id
+        );
+        println!(
+            "  pipeline {} (sha256 {})  attempt {}{}",
+            run.pipeline,
+            &run.pipeline_sha256[..12.min(run.pipeline_sha256.len())],
+            run.attempt,
+            run.retry_of
+                .as_deref()
+                .map(|r| format!(" retry of {r}"))
+                .unwrap_or_default()
+        );
+        if let Some(error) = &run.error {
+            println!("  error: {error}");
+        }
+        println!(
+            "  {:<10} {:<10} {:>8} {:>10}",
+            "STAGE", "STATUS", "ATTEMPTS", "MS"
+        );
+        for s in run.stages.iter().flatten() {
+            println!(
+                "  {:<10} {:<10} {:>8} {:>10}{}",
+                s.name,
+                s.status,
+                s.attempts,
+                s.duration_ms
+                    .map(|d| d.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                s.error
+                    .as_deref()
+                    .map(|e| format!("  {e}"))
+                    .unwrap_or_default()
+            );
+        }
+        if !follow {
+            println!("  events:");
+            for e in &detail.events {
+                println!(
+                    "  {:>4} {} {:<10} {}",
+                    e.sequence, e.created_at, e.stage, e.message
+                );
+            }
+        }
+    }
+    Ok(match detail.run.status.as_str() {
+        "failed" | "canceled" => ExitCode::from(EXIT_FAILED),
+        _ => ExitCode::SUCCESS,
+    })
+}

@@ -1,0 +1,94 @@
+//! `shelf search QUERY`: BM25 full-text search (POST /search; `--details` is POST
+//! /search/results).
+
+use std::process::ExitCode;
+
+use shelf_app::documents::SearchBody;
+
+use crate::CliResult;
+use crate::output::{Failure, OrFail, print_json};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// What to look for. Punctuation is fine; "quoted words" must appear together.
+    query: String,
+    #[arg(long, default_value_t = 20)]
+    limit: u64,
+    #[arg(long, default_value_t = 0)]
+    offset: u64,
+    /// Ranked results with snippets and pagination metadata.
+    #[arg(long)]
+    details: bool,
+    /// Treat the whole query as one phrase.
+    #[arg(long)]
+    phrase: bool,
+    /// Search the cleaned text (default) or the raw extracted source.
+    #[arg(long, default_value = "cleaned", value_parser = ["cleaned", "raw"])]
+    scope: String,
+    /// Only this exact Dewey code.
+    #[arg(long)]
+    classification: Option<String>,
+    /// Only codes under this prefix (e.g. 636 for 636 and 636.1).
+    #[arg(long)]
+    classification_prefix: Option<String>,
+    /// Only documents in this status (ingested, processing, ready, failed).
+    #[arg(long)]
+    status: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> CliResult {
+    let shelf = super::open(args.json).await?;
+    let request = SearchBody {
+        query: args.query.clone(),
+        limit: Some(args.limit),
+        offset: Some(args.offset),
+        phrase: args.phrase,
+        scope: Some(args.scope.clone()),
+        classification_code: args.classification.clone(),
+        classification_prefix: args.classification_prefix.clone(),
+        document_status: args.status.clone(),
+        ..SearchBody::default()
+    }
+    .into_request()
+    .map_err(|e| Failure::from_app(e.into(), args.json))?;
+    if args.details {
+        let page = shelf.search_results(&request).await.or_fail(args.json)?;
+        if args.json {
+            print_json(&page);
+        } else {
+            for hit in &page.results {
+                println!(
+                    "{}  {:.3}  {}  {}",
+                    hit.document_id,
+                    hit.score,
+                    hit.classification_code.as_deref().unwrap_or("-"),
+                    hit.filename
+                );
+                println!(
+                    "    {}",
+                    hit.snippet.split_whitespace().collect::<Vec<_>>().join(" ")
+                );
+            }
+            println!(
+                "{} of {} result(s) (offset {}, limit {})",
+                page.results.len(),
+                page.total,
+                page.offset,
+                page.limit
+            );
+        }
+    } else {
+        let ids = shelf.search_ids(&request).await.or_fail(args.json)?;
+        if args.json {
+            print_json(&ids);
+        } else {
+            for id in &ids.document_ids {
+                println!("{id}");
+            }
+            eprintln!("{} of {} document(s)", ids.document_ids.len(), ids.total);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,160 @@
+//! The crate's one error type: user errors (bad input, refused files, unknown ids) are kept
+//! apart from internal failures (I/O, database) so callers can map them to stable codes.
+
+use std::fmt;
+
+/// Everything that can go wrong in the document domain.
+///
+/// User errors carry typed context and a stable [`code`](DocumentsError::code); internal
+/// errors ([`Io`](DocumentsError::Io), [`Db`](DocumentsError::Db),
+/// [`Corrupt`](DocumentsError::Corrupt)) must be reported generically by callers.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentsError {
+    /// No document with this id.
+    #[error("Document not found: {id}")]
+    NotFound { id: String },
+    /// The document exists but has no cleaned output yet.
+    #[error("Document {id} has no cleaned output")]
+    NoContent { id: String },
+    /// The extension is not one Shelf accepts (detail names it).
+    #[error("Unsupported file type: {detail}")]
+    UnsupportedFileType { detail: String },
+    /// An archive or container file, by extension or by signature.
+    #[error("Archive and container files are not supported: {detail}")]
+    ArchiveNotSupported { detail: String },
+    /// A text-family file whose first bytes contain NUL bytes (and no UTF-16 byte-order mark).
+    #[error("Unsupported file type: binary content in a text file")]
+    BinaryContent,
+    /// A path that is refused: symlinked boundary, not a regular file, outside its root.
+    #[error("Invalid path: {detail}")]
+    InvalidPath { detail: String },
+    /// The source file of a document is missing or no longer has the recorded size.
+    #[error("Source of document {id} changed: {detail}")]
+    SourceChanged { id: String, detail: String },
+    /// A search query over 4,096 characters.
+    #[error("Search query is longer than {max} characters")]
+    SearchQueryTooLarge { max: usize },
+    /// A search query with nothing searchable left after normalization.
+    #[error("Search query has no searchable terms")]
+    InvalidSearchQuery,
+    /// `created_after` is later than `created_before`.
+    #[error("created_after must not be later than created_before")]
+    InvalidSearchWindow,
+    /// A timestamp filter that is not an ISO-8601 date or date-time.
+    #[error("{field} is not an ISO-8601 timestamp: {value}")]
+    InvalidTimestamp { field: &'static str, value: String },
+    /// Unknown `document_status` value.
+    #[error("Unknown document status: {value} (expected ingested, processing, ready or failed)")]
+    InvalidDocumentStatus { value: String },
+    /// Unknown search `scope` value.
+    #[error("Unknown search scope: {value} (expected cleaned or raw)")]
+    InvalidSearchScope { value: String },
+    /// Internal: file-system failure.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// Internal: database failure.
+    #[error("database error: {0}")]
+    Db(#[from] sea_orm::DbErr),
+    /// Internal: stored data or a caller-supplied internal value that makes no sense.
+    #[error("internal error: {detail}")]
+    Corrupt { detail: String },
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = DocumentsError> = std::result::Result<T, E>;
+
+/// Whether an error is the user's doing or the service's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Safe to show `to_string()` to the client.
+    User,
+    /// Log it; show the client a generic message.
+    Internal,
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ErrorKind::User => "user",
+            ErrorKind::Internal => "internal",
+        })
+    }
+}
+
+impl DocumentsError {
+    /// The stable machine-readable code of DECISIONS.md's error table. Internal errors answer
+    /// `server_error`; ingest callers replace it with `ingest_failed`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DocumentsError::NotFound { .. } | DocumentsError::NoContent { .. } => "not_found",
+            DocumentsError::UnsupportedFileType { .. } | DocumentsError::BinaryContent => {
+                "unsupported_file_type"
+            }
+            DocumentsError::ArchiveNotSupported { .. } => "archive_not_supported",
+            DocumentsError::InvalidPath { .. } => "invalid_import_path",
+            DocumentsError::SourceChanged { .. } => "source_changed",
+            DocumentsError::SearchQueryTooLarge { .. } => "search_query_too_large",
+            DocumentsError::InvalidSearchQuery => "invalid_search_query",
+            DocumentsError::InvalidSearchWindow => "invalid_search_window",
+            DocumentsError::InvalidTimestamp { .. } => "validation_error",
+            DocumentsError::InvalidDocumentStatus { .. } => "invalid_document_status",
+            DocumentsError::InvalidSearchScope { .. } => "invalid_search_scope",
+            DocumentsError::Io(_) | DocumentsError::Db(_) | DocumentsError::Corrupt { .. } => {
+                "server_error"
+            }
+        }
+    }
+
+    /// User error or internal failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            DocumentsError::Io(_) | DocumentsError::Db(_) | DocumentsError::Corrupt { .. } => {
+                ErrorKind::Internal
+            }
+            _ => ErrorKind::User,
+        }
+    }
+
+    /// Shorthand for `kind() == ErrorKind::User`.
+    pub fn is_user_error(&self) -> bool {
+        self.kind() == ErrorKind::User
+    }
+
+    pub(crate) fn corrupt(detail: impl Into<String>) -> Self {
+        DocumentsError::Corrupt {
+            detail: detail.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_follow_the_decisions_table() {
+        assert_eq!(
+            DocumentsError::InvalidSearchWindow.code(),
+            "invalid_search_window"
+        );
+        assert_eq!(
+            DocumentsError::BinaryContent.code(),
+            "unsupported_file_type"
+        );
+        assert_eq!(
+            DocumentsError::ArchiveNotSupported {
+                detail: "zip".into()
+            }
+            .code(),
+            "archive_not_supported"
+        );
+        assert_eq!(
+            DocumentsError::NotFound { id: "doc_x".into() }.code(),
+            "not_found"
+        );
+        assert!(DocumentsError::InvalidSearchQuery.is_user_error());
+        let io = DocumentsError::Io(std::io::Error::other("disk"));
+        assert_eq!(io.kind(), ErrorKind::Internal);
+        assert_eq!(io.code(), "server_error");
+    }
+}

@@ -1,0 +1,85 @@
+//! The full-text index: one row per document in `search_cleaned` (with the run that produced
+//! it) and in `search_raw`, keyed by the document's integer `pk` as FTS rowid.
+
+use sea_orm::{ConnectionTrait, DatabaseConnection};
+
+use crate::error::{DocumentsError, Result};
+use crate::search::strip_snippet_sentinels;
+use crate::sql::{begin_immediate, stmt};
+
+/// Replaces a document's index rows with the given cleaned and raw bodies, in one IMMEDIATE
+/// transaction. `NotFound` for an unknown document.
+pub async fn index_document(
+    db: &DatabaseConnection,
+    document_id: &str,
+    run_id: &str,
+    cleaned_body: &str,
+    raw_body: &str,
+) -> Result<()> {
+    let txn = begin_immediate(db).await?;
+    index_document_in(&txn, document_id, run_id, cleaned_body, raw_body).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// [`index_document`] inside a caller's transaction.
+pub async fn index_document_in(
+    conn: &impl ConnectionTrait,
+    document_id: &str,
+    run_id: &str,
+    cleaned_body: &str,
+    raw_body: &str,
+) -> Result<()> {
+    let pk = document_pk(conn, document_id).await?;
+    remove_rows(conn, pk).await?;
+    conn.execute_raw(stmt(
+        "INSERT INTO search_cleaned (rowid, body, run_id) VALUES (?, ?, ?)",
+        [
+            pk.into(),
+            strip_snippet_sentinels(cleaned_body).into_owned().into(),
+            run_id.to_string().into(),
+        ],
+    ))
+    .await?;
+    conn.execute_raw(stmt(
+        "INSERT INTO search_raw (rowid, body) VALUES (?, ?)",
+        [
+            pk.into(),
+            strip_snippet_sentinels(raw_body).into_owned().into(),
+        ],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// Removes a document from both search tables (no-op when it is not indexed).
+pub async fn remove_from_index(conn: &impl ConnectionTrait, document_id: &str) -> Result<()> {
+    let pk = document_pk(conn, document_id).await?;
+    remove_rows(conn, pk).await
+}
+
+async fn remove_rows(conn: &impl ConnectionTrait, pk: i64) -> Result<()> {
+    conn.execute_raw(stmt(
+        "DELETE FROM search_cleaned WHERE rowid = ?",
+        [pk.into()],
+    ))
+    .await?;
+    conn.execute_raw(stmt("DELETE FROM search_raw WHERE rowid = ?", [pk.into()]))
+        .await?;
+    Ok(())
+}
+
+async fn document_pk(conn: &impl ConnectionTrait, document_id: &str) -> Result<i64> {
+    let row = conn
+        .query_one_raw(stmt(
+            "SELECT pk FROM documents WHERE id = ?",
+            [document_id.to_string().into()],
+        ))
+        .await?;
+    match row {
+        Some(row) => Ok(row.try_get("", "pk")?),
+        None => Err(DocumentsError::NotFound {
+            id: document_id.to_string(),
+        }),
+    }
+}

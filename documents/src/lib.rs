@@ -1,0 +1,53 @@
+//! The document domain of Shelf: stored documents and their files, texts produced by runs,
+//! the full-text search index and search, filename normalization, accepted formats, and the
+//! built-in Dewey labels.
+//!
+//! Choices this crate makes where SPEC.md and DECISIONS.md are silent:
+//! - Search terms are ANDed. When that matches nothing and the query has several terms,
+//!   [`MatchMode::Auto`] (the default) retries with any term (BM25 ranks documents matching
+//!   more terms first) and says so in `match_mode`; `MatchMode::All` never relaxes, and
+//!   neither does `phrase: true`.
+//! - `created_after`/`created_before` are inclusive; a bare date means midnight UTC; a
+//!   date-time without offset is UTC.
+//! - `classification_prefix` is a plain string prefix (`636` matches `636` and `636.1`, `6`
+//!   matches the whole class).
+//! - A name that is only an extension (`.txt`) normalizes to `document.txt`.
+//! - Deleting a document whose upload boundary is symlinked is refused before anything is
+//!   removed, so no file is orphaned.
+
+pub mod dewey;
+pub mod error;
+pub mod filename;
+pub mod formats;
+pub mod ids;
+pub mod index;
+pub mod model;
+mod paths;
+pub mod search;
+mod sql;
+pub mod store;
+pub mod texts;
+
+pub use error::{DocumentsError, ErrorKind, Result};
+pub use filename::{extension_of, normalize_filename, stem_of};
+pub use formats::{
+    Format, FormatFamily, check_content, check_extension, format_for, is_archive_extension,
+    sniff_archive,
+};
+pub use ids::{document_id, is_document_id, is_sha256_hex, sha256_file, sha256_hex};
+pub use index::{index_document, index_document_in, remove_from_index};
+pub use model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
+pub use search::{
+    FacetCount, MatchMode, NormalizedQuery, SearchBody, SearchFacets, SearchHit, SearchIds,
+    SearchPage, SearchRequest, SearchScope, normalize_query, parse_timestamp, search_facets,
+    search_ids, search_results,
+};
+pub use sql::{format_timestamp, now_timestamp};
+pub use store::{
+    DocumentStore, check_upload_filename, delete_statements, find_document, set_results,
+    status_after_cancel_statement, status_statement,
+};
+pub use texts::{
+    ContentPage, TEXT_KIND_CLEANED, TEXT_KIND_RAW, TextRecord, content_page, get_text, latest_text,
+    put_text,
+};

@@ -1,0 +1,814 @@
+//! Full-text search over cleaned outputs or raw sources: request validation, query
+//! normalization into safe FTS5 expressions, filters, BM25 ranking, escaped snippets with
+//! `<mark>` highlights, id-only results and facets.
+
+use std::borrow::Cow;
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use sea_orm::{ConnectionTrait, QueryResult, Value};
+use serde::{Deserialize, Serialize};
+
+use crate::dewey;
+use crate::error::{DocumentsError, Result};
+use crate::model::DocumentStatus;
+use crate::sql::{format_timestamp, get_u64, stmt, to_i64};
+
+/// Longest accepted query, in characters.
+pub const MAX_QUERY_CHARS: usize = 4096;
+/// Page size when the request names none.
+pub const DEFAULT_LIMIT: u64 = 20;
+/// Largest page size.
+pub const MAX_LIMIT: u64 = 500;
+/// Facet bucket count when the request names none.
+pub const DEFAULT_FACET_LIMIT: u64 = 50;
+/// Largest facet bucket count.
+pub const MAX_FACET_LIMIT: u64 = 500;
+/// Tokens of context in a snippet.
+pub const SNIPPET_TOKENS: u32 = 24;
+
+/// Private-use characters FTS5 puts around highlights before escaping; they are stripped
+/// from indexed bodies so source text can never forge a highlight.
+const MARK_OPEN_SENTINEL: char = '\u{E000}';
+const MARK_CLOSE_SENTINEL: char = '\u{E001}';
+const SNIPPET_ELLIPSIS: &str = "…";
+
+/// Which index a search reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchScope {
+    /// Cleaned outputs (default).
+    #[default]
+    Cleaned,
+    /// Raw extracted sources.
+    Raw,
+}
+
+impl SearchScope {
+    /// The serialized name, also a hit's `source`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchScope::Cleaned => "cleaned",
+            SearchScope::Raw => "raw",
+        }
+    }
+
+    /// Parses a scope name; unknown values are `InvalidSearchScope`.
+    pub fn parse(value: &str) -> Result<Self> {
+        match value {
+            "cleaned" => Ok(SearchScope::Cleaned),
+            "raw" => Ok(SearchScope::Raw),
+            other => Err(DocumentsError::InvalidSearchScope {
+                value: other.chars().take(64).collect(),
+            }),
+        }
+    }
+
+    fn table(self) -> &'static str {
+        match self {
+            SearchScope::Cleaned => "search_cleaned",
+            SearchScope::Raw => "search_raw",
+        }
+    }
+}
+
+/// How the terms of a query combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchMode {
+    /// Every term must match; when that finds nothing and the query has several terms, any
+    /// term may match (ranked by BM25, so documents matching more terms come first).
+    #[default]
+    Auto,
+    /// Every term (and phrase) must match.
+    All,
+    /// Any term may match.
+    Any,
+}
+
+/// A validated search request (see [`SearchBody`] for the loose JSON form).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchRequest {
+    pub query: String,
+    /// Default [`DEFAULT_LIMIT`], capped at [`MAX_LIMIT`].
+    pub limit: Option<u64>,
+    pub offset: u64,
+    /// Exact Dewey code.
+    pub classification_code: Option<String>,
+    /// Code prefix: `636` matches `636` and `636.1…`; `6` the whole class.
+    pub classification_prefix: Option<String>,
+    pub document_status: Option<DocumentStatus>,
+    /// Case-insensitive (ASCII) substring of the filename.
+    pub filename_contains: Option<String>,
+    /// Inclusive lower bound of the document's `created_at`.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Inclusive upper bound of the document's `created_at`.
+    pub created_before: Option<DateTime<Utc>>,
+    /// Treat the whole query as one phrase.
+    pub phrase: bool,
+    pub scope: SearchScope,
+    pub match_mode: MatchMode,
+}
+
+/// The JSON body of the search endpoints, as clients send it. [`SearchBody::into_request`]
+/// turns it into a [`SearchRequest`] with the specific errors of DECISIONS.md
+/// (`invalid_search_scope`, `invalid_document_status`, ...).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct SearchBody {
+    pub query: String,
+    pub limit: Option<u64>,
+    pub offset: Option<u64>,
+    pub classification_code: Option<String>,
+    pub classification_prefix: Option<String>,
+    pub document_status: Option<String>,
+    pub filename_contains: Option<String>,
+    pub created_after: Option<String>,
+    pub created_before: Option<String>,
+    pub phrase: bool,
+    pub scope: Option<String>,
+    pub match_mode: Option<MatchMode>,
+}
+
+impl SearchBody {
+    /// Validates the loose fields. Empty strings mean "no filter".
+    pub fn into_request(self) -> Result<SearchRequest> {
+        let non_empty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+        let scope = match non_empty(self.scope) {
+            Some(scope) => SearchScope::parse(scope.trim())?,
+            None => SearchScope::Cleaned,
+        };
+        let document_status = non_empty(self.document_status)
+            .map(|s| DocumentStatus::parse(s.trim()))
+            .transpose()?;
+        let created_after = non_empty(self.created_after)
+            .map(|s| parse_timestamp("created_after", &s))
+            .transpose()?;
+        let created_before = non_empty(self.created_before)
+            .map(|s| parse_timestamp("created_before", &s))
+            .transpose()?;
+        Ok(SearchRequest {
+            query: self.query,
+            limit: self.limit,
+            offset: self.offset.unwrap_or(0),
+            classification_code: non_empty(self.classification_code),
+            classification_prefix: non_empty(self.classification_prefix),
+            document_status,
+            filename_contains: non_empty(self.filename_contains),
+            created_after,
+            created_before,
+            phrase: self.phrase,
+            scope,
+            match_mode: self.match_mode.unwrap_or_default(),
+        })
+    }
+}
+
+/// Parses an ISO-8601 timestamp filter: RFC 3339 (`2026-11-21T10:00:00Z`, offsets allowed),
+/// a date-time without offset (read as UTC), or a date (midnight UTC).
+pub fn parse_timestamp(field: &'static str, value: &str) -> Result<DateTime<Utc>> {
+    let text = value.trim();
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    for format in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+    ] {
+        if let Ok(naive) = NaiveDateTime::parse_from_str(text, format) {
+            return Ok(naive.and_utc());
+        }
+    }
+    if let Ok(date) = NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        && let Some(midnight) = date.and_hms_opt(0, 0, 0)
+    {
+        return Ok(midnight.and_utc());
+    }
+    Err(DocumentsError::InvalidTimestamp {
+        field,
+        value: value.chars().take(64).collect(),
+    })
+}
+
+/// One ranked result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchHit {
+    pub document_id: String,
+    /// The run that produced the indexed cleaned text; null for raw hits.
+    pub run_id: Option<String>,
+    /// `cleaned` or `raw`.
+    pub source: SearchScope,
+    pub filename: String,
+    pub document_status: DocumentStatus,
+    pub created_at: String,
+    /// HTML-escaped excerpt with `<mark>…</mark>` around matches.
+    pub snippet: String,
+    /// Higher is better (negated FTS5 BM25).
+    pub score: f64,
+    pub classification_code: Option<String>,
+    pub classification_label: Option<String>,
+}
+
+/// A page of ranked results.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchPage {
+    pub results: Vec<SearchHit>,
+    /// Matching documents before limit/offset.
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+    /// How the terms were combined (`all`, or `any` after an empty all-terms match).
+    pub match_mode: MatchMode,
+}
+
+/// A page of matching document ids.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchIds {
+    pub document_ids: Vec<String>,
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+    pub match_mode: MatchMode,
+}
+
+/// One facet bucket.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FacetCount {
+    pub value: String,
+    pub count: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// Facet counts of a search.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchFacets {
+    pub classifications: Vec<FacetCount>,
+    pub statuses: Vec<FacetCount>,
+    /// One bucket for the searched source, counting every matching document.
+    pub sources: Vec<FacetCount>,
+    pub filenames: Vec<FacetCount>,
+    pub match_mode: MatchMode,
+}
+
+/// A query normalized into quoted FTS5 terms (single tokens or phrases).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NormalizedQuery {
+    /// Each term as an FTS5 string literal, e.g. `"mail"` or `"e mail"`.
+    pub terms: Vec<String>,
+}
+
+impl NormalizedQuery {
+    /// All terms must match.
+    pub fn all_expression(&self) -> String {
+        self.terms.join(" AND ")
+    }
+
+    /// Any term may match.
+    pub fn any_expression(&self) -> String {
+        self.terms.join(" OR ")
+    }
+}
+
+/// Turns user text into FTS5 terms so that no user syntax reaches `MATCH`.
+///
+/// Words are split on whitespace; a word is split further on ASCII punctuation and its parts
+/// form one phrase (`e-mail` → `"e mail"`, `c++` → `"c"`); text between double quotes is one
+/// phrase; with `phrase` the whole query is one phrase. Parts with no letter or digit are
+/// dropped. `InvalidSearchQuery` when nothing is left.
+pub fn normalize_query(query: &str, phrase: bool) -> Result<NormalizedQuery> {
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    if phrase {
+        groups.push(words_of(query));
+    } else {
+        let segments: Vec<&str> = query.split('"').collect();
+        let unmatched_last = segments.len().is_multiple_of(2);
+        for (index, segment) in segments.iter().enumerate() {
+            let quoted = index % 2 == 1 && !(unmatched_last && index + 1 == segments.len());
+            if quoted {
+                groups.push(words_of(segment));
+            } else {
+                groups.extend(segment.split_whitespace().map(words_of));
+            }
+        }
+    }
+    let terms: Vec<String> = groups
+        .into_iter()
+        .filter(|words| !words.is_empty())
+        .map(|words| format!("\"{}\"", words.join(" ").replace('"', "\"\"")))
+        .collect();
+    if terms.is_empty() {
+        return Err(DocumentsError::InvalidSearchQuery);
+    }
+    Ok(NormalizedQuery { terms })
+}
+
+/// The searchable parts of a text, in order.
+fn words_of(text: &str) -> Vec<String> {
+    text.split(|c: char| c.is_whitespace() || c.is_ascii_punctuation() || c.is_control())
+        .filter(|part| part.chars().any(char::is_alphanumeric))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Removes the snippet sentinel characters from text about to be indexed.
+pub fn strip_snippet_sentinels(text: &str) -> Cow<'_, str> {
+    if text.contains([MARK_OPEN_SENTINEL, MARK_CLOSE_SENTINEL]) {
+        Cow::Owned(
+            text.chars()
+                .filter(|c| *c != MARK_OPEN_SENTINEL && *c != MARK_CLOSE_SENTINEL)
+                .collect(),
+        )
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// HTML-escapes a raw FTS5 snippet and turns the sentinels into `<mark>` tags.
+pub fn render_snippet(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len() + 16);
+    for c in raw.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#x27;"),
+            MARK_OPEN_SENTINEL => out.push_str("<mark>"),
+            MARK_CLOSE_SENTINEL => out.push_str("</mark>"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Everything checked before the database is touched.
+struct Prepared {
+    table: &'static str,
+    scope: SearchScope,
+    query: NormalizedQuery,
+    filter_sql: String,
+    filter_values: Vec<Value>,
+    limit: u64,
+    offset: u64,
+}
+
+fn prepare(req: &SearchRequest) -> Result<Prepared> {
+    if req.query.chars().nth(MAX_QUERY_CHARS).is_some() {
+        return Err(DocumentsError::SearchQueryTooLarge {
+            max: MAX_QUERY_CHARS,
+        });
+    }
+    if let (Some(after), Some(before)) = (req.created_after, req.created_before)
+        && after > before
+    {
+        return Err(DocumentsError::InvalidSearchWindow);
+    }
+    let query = normalize_query(&req.query, req.phrase)?;
+
+    let mut filter_sql = String::new();
+    let mut filter_values: Vec<Value> = Vec::new();
+    let present = |v: &Option<String>| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    if let Some(code) = present(&req.classification_code) {
+        filter_sql.push_str(" AND d.classification = ?");
+        filter_values.push(code.into());
+    }
+    if let Some(prefix) = present(&req.classification_prefix) {
+        filter_sql.push_str(" AND substr(d.classification, 1, ?) = ?");
+        filter_values.push(to_i64(prefix.chars().count() as u64).into());
+        filter_values.push(prefix.into());
+    }
+    if let Some(status) = req.document_status {
+        filter_sql.push_str(" AND d.status = ?");
+        filter_values.push(status.as_str().into());
+    }
+    if let Some(needle) = present(&req.filename_contains) {
+        filter_sql.push_str(" AND instr(lower(d.filename), lower(?)) > 0");
+        filter_values.push(needle.into());
+    }
+    if let Some(after) = req.created_after {
+        filter_sql.push_str(" AND d.created_at >= ?");
+        filter_values.push(format_timestamp(after).into());
+    }
+    if let Some(before) = req.created_before {
+        filter_sql.push_str(" AND d.created_at <= ?");
+        filter_values.push(format_timestamp(before).into());
+    }
+    Ok(Prepared {
+        table: req.scope.table(),
+        scope: req.scope,
+        query,
+        filter_sql,
+        filter_values,
+        limit: req.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT),
+        offset: req.offset,
+    })
+}
+
+impl Prepared {
+    fn source_clause(&self) -> String {
+        let table = self.table;
+        format!(
+            "FROM {table} JOIN documents d ON d.pk = {table}.rowid \
+             WHERE {table} MATCH ?{}",
+            self.filter_sql
+        )
+    }
+
+    fn values_with(&self, expression: &str) -> Vec<Value> {
+        let mut values = Vec::with_capacity(self.filter_values.len() + 1);
+        values.push(expression.to_string().into());
+        values.extend(self.filter_values.iter().cloned());
+        values
+    }
+
+    async fn count(&self, conn: &impl ConnectionTrait, expression: &str) -> Result<u64> {
+        let sql = format!("SELECT count(*) AS n {}", self.source_clause());
+        let row = conn
+            .query_one_raw(stmt(&sql, self.values_with(expression)))
+            .await?;
+        match row {
+            Some(row) => Ok(get_u64(&row, "n")?),
+            None => Ok(0),
+        }
+    }
+
+    /// Picks the expression and counts its matches.
+    async fn resolve(
+        &self,
+        conn: &impl ConnectionTrait,
+        mode: MatchMode,
+    ) -> Result<(String, MatchMode, u64)> {
+        match mode {
+            MatchMode::All | MatchMode::Any => {
+                let expression = if mode == MatchMode::All {
+                    self.query.all_expression()
+                } else {
+                    self.query.any_expression()
+                };
+                let total = self.count(conn, &expression).await?;
+                Ok((expression, mode, total))
+            }
+            MatchMode::Auto => {
+                let all = self.query.all_expression();
+                let total = self.count(conn, &all).await?;
+                if total > 0 || self.query.terms.len() < 2 {
+                    return Ok((all, MatchMode::All, total));
+                }
+                let any = self.query.any_expression();
+                let total = self.count(conn, &any).await?;
+                Ok((any, MatchMode::Any, total))
+            }
+        }
+    }
+
+    fn order_limit(&self) -> &'static str {
+        " ORDER BY bm25_score ASC, d.created_at DESC, d.id ASC LIMIT ? OFFSET ?"
+    }
+
+    fn page_values(&self) -> [Value; 2] {
+        [to_i64(self.limit).into(), to_i64(self.offset).into()]
+    }
+}
+
+fn effective_mode(req: &SearchRequest) -> MatchMode {
+    if req.phrase {
+        MatchMode::All
+    } else {
+        req.match_mode
+    }
+}
+
+/// Ranked results with snippets. Validation errors (`SearchQueryTooLarge`,
+/// `InvalidSearchWindow`, `InvalidSearchQuery`) come before any database access.
+pub async fn search_results(
+    conn: &impl ConnectionTrait,
+    req: &SearchRequest,
+) -> Result<SearchPage> {
+    let prepared = prepare(req)?;
+    let (expression, match_mode, total) = prepared.resolve(conn, effective_mode(req)).await?;
+    let table = prepared.table;
+    let run_id = match prepared.scope {
+        SearchScope::Cleaned => format!("{table}.run_id"),
+        SearchScope::Raw => "NULL".to_string(),
+    };
+    let sql = format!(
+        "SELECT d.id AS document_id, d.filename, d.status, d.created_at, d.classification, \
+         d.classification_label, {run_id} AS run_id, bm25({table}) AS bm25_score, \
+         snippet({table}, 0, ?, ?, ?, ?) AS snippet {}{}",
+        prepared.source_clause(),
+        prepared.order_limit()
+    );
+    let mut values: Vec<Value> = vec![
+        MARK_OPEN_SENTINEL.to_string().into(),
+        MARK_CLOSE_SENTINEL.to_string().into(),
+        SNIPPET_ELLIPSIS.into(),
+        i64::from(SNIPPET_TOKENS).into(),
+    ];
+    values.extend(prepared.values_with(&expression));
+    values.extend(prepared.page_values());
+    let rows = if total == 0 {
+        Vec::new()
+    } else {
+        conn.query_all_raw(stmt(&sql, values)).await?
+    };
+    let results = rows
+        .iter()
+        .map(|row| hit_from_row(row, prepared.scope))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(SearchPage {
+        results,
+        total,
+        limit: prepared.limit,
+        offset: prepared.offset,
+        match_mode,
+    })
+}
+
+/// Matching document ids in ranked order, with the total.
+pub async fn search_ids(conn: &impl ConnectionTrait, req: &SearchRequest) -> Result<SearchIds> {
+    let prepared = prepare(req)?;
+    let (expression, match_mode, total) = prepared.resolve(conn, effective_mode(req)).await?;
+    let sql = format!(
+        "SELECT d.id AS document_id, bm25({}) AS bm25_score {}{}",
+        prepared.table,
+        prepared.source_clause(),
+        prepared.order_limit()
+    );
+    let mut values = prepared.values_with(&expression);
+    values.extend(prepared.page_values());
+    let rows = if total == 0 {
+        Vec::new()
+    } else {
+        conn.query_all_raw(stmt(&sql, values)).await?
+    };
+    let document_ids = rows
+        .iter()
+        .map(|row| row.try_get::<String>("", "document_id"))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SearchIds {
+        document_ids,
+        total,
+        limit: prepared.limit,
+        offset: prepared.offset,
+        match_mode,
+    })
+}
+
+/// Facet counts under the same query and filters: classifications and filenames (at most
+/// `facet_limit` buckets each, default 50, at most 500), statuses, and the searched source
+/// with the full matching count.
+pub async fn search_facets(
+    conn: &impl ConnectionTrait,
+    req: &SearchRequest,
+    facet_limit: Option<u64>,
+) -> Result<SearchFacets> {
+    let prepared = prepare(req)?;
+    let bucket_limit = facet_limit
+        .unwrap_or(DEFAULT_FACET_LIMIT)
+        .min(MAX_FACET_LIMIT);
+    let (expression, match_mode, total) = prepared.resolve(conn, effective_mode(req)).await?;
+    let group = |column: &str, with_limit: bool| {
+        format!(
+            "SELECT {column} AS value, count(*) AS n, max(d.classification_label) AS label {} \
+             AND {column} IS NOT NULL GROUP BY {column} ORDER BY n DESC, value ASC{}",
+            prepared.source_clause(),
+            if with_limit { " LIMIT ?" } else { "" }
+        )
+    };
+    let mut classifications = Vec::new();
+    let mut statuses = Vec::new();
+    let mut filenames = Vec::new();
+    if total > 0 {
+        let mut limited = prepared.values_with(&expression);
+        limited.push(to_i64(bucket_limit).into());
+        for row in conn
+            .query_all_raw(stmt(&group("d.classification", true), limited.clone()))
+            .await?
+        {
+            let value: String = row.try_get("", "value")?;
+            let stored: Option<String> = row.try_get("", "label")?;
+            let label = stored.or_else(|| dewey::label(&value).map(str::to_string));
+            classifications.push(FacetCount {
+                count: get_u64(&row, "n")?,
+                value,
+                label,
+            });
+        }
+        for row in conn
+            .query_all_raw(stmt(
+                &group("d.status", false),
+                prepared.values_with(&expression),
+            ))
+            .await?
+        {
+            statuses.push(FacetCount {
+                value: row.try_get("", "value")?,
+                count: get_u64(&row, "n")?,
+                label: None,
+            });
+        }
+        for row in conn
+            .query_all_raw(stmt(&group("d.filename", true), limited))
+            .await?
+        {
+            filenames.push(FacetCount {
+                value: row.try_get("", "value")?,
+                count: get_u64(&row, "n")?,
+                label: None,
+            });
+        }
+    }
+    Ok(SearchFacets {
+        classifications,
+        statuses,
+        sources: vec![FacetCount {
+            value: prepared.scope.as_str().to_string(),
+            count: total,
+            label: None,
+        }],
+        filenames,
+        match_mode,
+    })
+}
+
+fn hit_from_row(row: &QueryResult, scope: SearchScope) -> Result<SearchHit> {
+    let document_id: String = row.try_get("", "document_id")?;
+    let status_text: String = row.try_get("", "status")?;
+    let document_status = DocumentStatus::parse(&status_text).map_err(|_| {
+        DocumentsError::corrupt(format!("document {document_id} has status {status_text}"))
+    })?;
+    let classification_code: Option<String> = row.try_get("", "classification")?;
+    let stored_label: Option<String> = row.try_get("", "classification_label")?;
+    let classification_label = stored_label.or_else(|| {
+        classification_code
+            .as_deref()
+            .and_then(dewey::label)
+            .map(str::to_string)
+    });
+    let bm25: f64 = row.try_get("", "bm25_score")?;
+    let snippet: Option<String> = row.try_get("", "snippet")?;
+    Ok(SearchHit {
+        run_id: row.try_get("", "run_id")?,
+        source: scope,
+        filename: row.try_get("", "filename")?,
+        document_status,
+        created_at: row.try_get("", "created_at")?,
+        snippet: render_snippet(snippet.as_deref().unwrap_or("")),
+        score: -bm25,
+        classification_code,
+        classification_label,
+        document_id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms(query: &str, phrase: bool) -> Vec<String> {
+        normalize_query(query, phrase)
+            .map(|q| q.terms)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn words_are_quoted_and_anded() {
+        assert_eq!(
+            terms("horse saddle", false),
+            vec!["\"horse\"", "\"saddle\""]
+        );
+        let q = normalize_query("horse saddle", false).expect("query");
+        assert_eq!(q.all_expression(), "\"horse\" AND \"saddle\"");
+        assert_eq!(q.any_expression(), "\"horse\" OR \"saddle\"");
+    }
+
+    #[test]
+    fn punctuation_and_operators_are_neutralized() {
+        assert_eq!(terms("e-mail", false), vec!["\"e mail\""]);
+        assert_eq!(terms("c++", false), vec!["\"c\""]);
+        assert_eq!(terms("AND", false), vec!["\"AND\""]);
+        assert_eq!(terms("NEAR(a b)", false), vec!["\"NEAR a\"", "\"b\""]);
+        assert_eq!(terms("body:x* ^y", false), vec!["\"body x\"", "\"y\""]);
+        assert_eq!(terms("-- && || ()", false), Vec::<String>::new());
+        assert_eq!(terms("naïve — café", false), vec!["\"naïve\"", "\"café\""]);
+    }
+
+    #[test]
+    fn quoted_phrases_and_phrase_mode() {
+        assert_eq!(
+            terms("\"wing slipstream\" lift", false),
+            vec!["\"wing slipstream\"", "\"lift\""]
+        );
+        assert_eq!(terms("say \"it's", false), vec!["\"say\"", "\"it s\""]);
+        assert_eq!(terms("a \"\" b", false), vec!["\"a\"", "\"b\""]);
+        assert_eq!(
+            terms("wing \"in a\" slip-stream", true),
+            vec!["\"wing in a slip stream\""]
+        );
+    }
+
+    #[test]
+    fn empty_queries_are_invalid() {
+        for q in ["", "   ", "\"\"", "!!!", "- - -", "\u{E000}"] {
+            assert!(
+                matches!(
+                    normalize_query(q, false),
+                    Err(DocumentsError::InvalidSearchQuery)
+                ),
+                "{q:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn snippets_escape_markup_and_keep_marks() {
+        let raw = format!(
+            "<script>alert(\"x\")</script> {MARK_OPEN_SENTINEL}horse{MARK_CLOSE_SENTINEL} & 'co'"
+        );
+        assert_eq!(
+            render_snippet(&raw),
+            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; <mark>horse</mark> &amp; &#x27;co&#x27;"
+        );
+        assert_eq!(strip_snippet_sentinels("a\u{E000}b\u{E001}c"), "abc");
+        assert!(matches!(strip_snippet_sentinels("plain"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn validation_happens_before_the_database() {
+        let long = SearchRequest {
+            query: "a".repeat(MAX_QUERY_CHARS + 1),
+            ..Default::default()
+        };
+        assert!(matches!(
+            prepare(&long),
+            Err(DocumentsError::SearchQueryTooLarge { .. })
+        ));
+        let exact = SearchRequest {
+            query: "é".repeat(MAX_QUERY_CHARS),
+            ..Default::default()
+        };
+        assert!(prepare(&exact).is_ok());
+        let window = SearchRequest {
+            query: "x".into(),
+            created_after: parse_timestamp("created_after", "2026-02-01").ok(),
+            created_before: parse_timestamp("created_before", "2026-01-01").ok(),
+            ..Default::default()
+        };
+        assert!(matches!(
+            prepare(&window),
+            Err(DocumentsError::InvalidSearchWindow)
+        ));
+        let limit = SearchRequest {
+            query: "x".into(),
+            limit: Some(10_000),
+            ..Default::default()
+        };
+        assert_eq!(prepare(&limit).map(|p| p.limit).ok(), Some(MAX_LIMIT));
+    }
+
+    #[test]
+    fn bodies_are_validated_with_specific_errors() {
+        let body = |json: serde_json::Value| {
+            serde_json::from_value::<SearchBody>(json)
+                .map_err(|e| e.to_string())
+                .and_then(|b| b.into_request().map_err(|e| e.code().to_string()))
+        };
+        assert_eq!(
+            body(serde_json::json!({"query": "x", "scope": "everything"}))
+                .err()
+                .as_deref(),
+            Some("invalid_search_scope")
+        );
+        assert_eq!(
+            body(serde_json::json!({"query": "x", "document_status": "done"}))
+                .err()
+                .as_deref(),
+            Some("invalid_document_status")
+        );
+        assert_eq!(
+            body(serde_json::json!({"query": "x", "created_after": "yesterday"}))
+                .err()
+                .as_deref(),
+            Some("validation_error")
+        );
+        let ok = body(serde_json::json!({
+            "query": "x", "scope": "raw", "document_status": "ready",
+            "created_after": "2026-01-01T10:00:00+02:00", "created_before": "2026-01-02",
+            "classification_code": ""
+        }))
+        .expect("valid body");
+        assert_eq!(ok.scope, SearchScope::Raw);
+        assert_eq!(ok.document_status, Some(DocumentStatus::Ready));
+        assert_eq!(ok.classification_code, None);
+        assert_eq!(
+            ok.created_after.map(format_timestamp).as_deref(),
+            Some("2026-01-01T08:00:00.000Z")
+        );
+    }
+}

@@ -1,0 +1,653 @@
+//! The document store: content-addressed ingest of uploads and in-place imports, lookup,
+//! listing, deletion with owned-file cleanup, and the statements that update a document's
+//! status and classifier results.
+
+use std::path::{Component, Path, PathBuf};
+
+use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Statement, Value};
+use tokio::io::AsyncReadExt;
+
+use crate::dewey;
+use crate::error::{DocumentsError, Result};
+use crate::filename::{extension_of, normalize_filename};
+use crate::formats::{Format, check_content, check_extension};
+use crate::ids::{SNIFF_BYTES, document_id, is_sha256_hex, sha256_reader};
+use crate::model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
+use crate::paths::{
+    STAGING_DIR, TRASH_DIR, UPLOADS_DIR, check_no_symlinks, join_all, owned_upload_components,
+};
+use crate::sql::{begin_immediate, get_u64, now_timestamp, stmt, to_i64};
+use crate::texts::TEXT_KIND_CLEANED;
+
+/// Columns of `documents` read into a [`Document`].
+const DOCUMENT_COLUMNS: &str = "pk, id, filename, extension, sha256, byte_size, storage_path, \
+     source_kind, status, classification, classification_label, classification_confidence, \
+     title, summary, tags, suggested_stem, created_at, updated_at";
+
+/// Documents in the database plus their files under the data directory.
+#[derive(Debug, Clone)]
+pub struct DocumentStore {
+    pub db: DatabaseConnection,
+    pub data_dir: PathBuf,
+}
+
+impl DocumentStore {
+    /// A store over a migrated database and a data directory.
+    pub fn new(db: DatabaseConnection, data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            db,
+            data_dir: data_dir.into(),
+        }
+    }
+
+    /// `<data_dir>/uploads`.
+    pub fn uploads_dir(&self) -> PathBuf {
+        self.data_dir.join(UPLOADS_DIR)
+    }
+
+    /// `<data_dir>/uploads/.staging`, where callers write incoming uploads.
+    pub fn staging_dir(&self) -> PathBuf {
+        self.uploads_dir().join(STAGING_DIR)
+    }
+
+    /// Creates the staging directory after checking that neither it nor `uploads` is a
+    /// symlink, and returns a fresh, unused path in it for one incoming upload.
+    pub async fn new_staging_path(&self) -> Result<PathBuf> {
+        check_no_symlinks(&self.data_dir, &[UPLOADS_DIR, STAGING_DIR]).await?;
+        let dir = self.staging_dir();
+        tokio::fs::create_dir_all(&dir).await?;
+        check_no_symlinks(&self.data_dir, &[UPLOADS_DIR, STAGING_DIR]).await?;
+        Ok(dir.join(format!("upload-{:016x}.part", fastrand::u64(..))))
+    }
+
+    /// Ingests an upload the caller already wrote under `<data_dir>/uploads/.staging/`.
+    ///
+    /// Validates the extension and the first 8 KiB, then either returns the existing
+    /// document with identical bytes (`duplicate: true`, the staged file is deleted) or moves
+    /// the file to `<data_dir>/uploads/<id>/<normalized filename>` and inserts the row. On any
+    /// failure the staged file is deleted and no row or stored file is left behind.
+    pub async fn ingest_upload(
+        &self,
+        staged: &Path,
+        filename: &str,
+        sha256_hex: &str,
+        byte_size: u64,
+    ) -> Result<Ingested> {
+        let outcome = self
+            .ingest_upload_inner(staged, filename, sha256_hex, byte_size)
+            .await;
+        let keep_staged = matches!(&outcome, Ok(ingested) if !ingested.duplicate);
+        if !keep_staged {
+            remove_file_if_exists(staged).await;
+        }
+        outcome
+    }
+
+    async fn ingest_upload_inner(
+        &self,
+        staged: &Path,
+        filename: &str,
+        sha256_hex: &str,
+        byte_size: u64,
+    ) -> Result<Ingested> {
+        let name = normalize_filename(filename);
+        let format = check_extension(extension_of(&name).as_deref())?;
+
+        let meta = tokio::fs::symlink_metadata(staged).await?;
+        if meta.file_type().is_symlink() || !meta.is_file() {
+            return Err(DocumentsError::InvalidPath {
+                detail: "staged upload is not a regular file".into(),
+            });
+        }
+        if meta.len() != byte_size {
+            return Err(DocumentsError::corrupt(format!(
+                "staged upload has {} bytes, caller said {byte_size}",
+                meta.len()
+            )));
+        }
+        if !is_sha256_hex(sha256_hex) {
+            return Err(DocumentsError::corrupt(
+                "upload digest is not a SHA-256 hex",
+            ));
+        }
+        let head = read_head(staged).await?;
+        check_content(format, &head)?;
+
+        let sha256 = sha256_hex.to_ascii_lowercase();
+        let id = document_id(&sha256);
+        check_no_symlinks(&self.data_dir, &[UPLOADS_DIR, &id, &name]).await?;
+
+        let txn = begin_immediate(&self.db).await?;
+        if let Some(existing) = find_document(&txn, &id).await? {
+            txn.rollback().await?;
+            return Ok(Ingested {
+                document: existing,
+                duplicate: true,
+            });
+        }
+
+        let doc_dir = join_all(&self.data_dir, &[UPLOADS_DIR, &id]);
+        let target = doc_dir.join(&name);
+        let stored = async {
+            tokio::fs::create_dir_all(&doc_dir).await?;
+            check_no_symlinks(&self.data_dir, &[UPLOADS_DIR, &id, &name]).await?;
+            move_file(staged, &target).await?;
+            let now = now_timestamp();
+            let row = NewDocument {
+                id: &id,
+                filename: &name,
+                extension: format.extension,
+                sha256: &sha256,
+                byte_size,
+                storage_path: &format!("{UPLOADS_DIR}/{id}/{name}"),
+                source_kind: SourceKind::Upload,
+                created_at: &now,
+            };
+            txn.execute_raw(row.insert_statement()).await?;
+            let document = find_document(&txn, &id)
+                .await?
+                .ok_or_else(|| DocumentsError::corrupt("inserted document vanished"))?;
+            txn.commit().await?;
+            Ok::<_, DocumentsError>(document)
+        }
+        .await;
+
+        match stored {
+            Ok(document) => Ok(Ingested {
+                document,
+                duplicate: false,
+            }),
+            Err(err) => {
+                // The transaction rolled back (or never committed): the row does not exist, so
+                // whatever sits in this content-addressed directory is ours to remove.
+                if let Err(cleanup) = remove_dir_all_if_exists(&doc_dir).await {
+                    tracing::warn!(document_id = %id, error = %cleanup, "upload cleanup failed");
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Ingests a local file in place (no copy): `source_kind = "import"`, `storage_path` the
+    /// canonical absolute path. Refuses symlinks and anything but a regular file; hashes the
+    /// file streaming; validates and deduplicates like [`ingest_upload`](Self::ingest_upload).
+    /// The caller checks that `path` lies under the import root.
+    pub async fn ingest_path(&self, path: &Path) -> Result<Ingested> {
+        let meta = match tokio::fs::symlink_metadata(path).await {
+            Ok(meta) => meta,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Err(DocumentsError::InvalidPath {
+                    detail: "file does not exist".into(),
+                });
+            }
+            Err(err) => return Err(err.into()),
+        };
+        if meta.file_type().is_symlink() {
+            return Err(DocumentsError::InvalidPath {
+                detail: "file is a symlink".into(),
+            });
+        }
+        if !meta.is_file() {
+            return Err(DocumentsError::InvalidPath {
+                detail: "not a regular file".into(),
+            });
+        }
+        let raw_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let name = normalize_filename(&raw_name);
+        let format = check_extension(extension_of(&name).as_deref())?;
+
+        let canonical = tokio::fs::canonicalize(path).await?;
+        let Some(storage_path) = canonical.to_str().map(str::to_owned) else {
+            return Err(DocumentsError::InvalidPath {
+                detail: "path is not valid UTF-8".into(),
+            });
+        };
+        let digest = {
+            let canonical = canonical.clone();
+            tokio::task::spawn_blocking(move || {
+                let file = std::fs::File::open(&canonical)?;
+                if !file.metadata()?.is_file() {
+                    return Err(std::io::Error::other("not a regular file"));
+                }
+                sha256_reader(file)
+            })
+            .await
+            .map_err(|err| DocumentsError::corrupt(format!("hash task failed: {err}")))??
+        };
+        check_content(format, &digest.head)?;
+
+        let id = document_id(&digest.sha256_hex);
+        let txn = begin_immediate(&self.db).await?;
+        if let Some(existing) = find_document(&txn, &id).await? {
+            txn.rollback().await?;
+            return Ok(Ingested {
+                document: existing,
+                duplicate: true,
+            });
+        }
+        let now = now_timestamp();
+        let row = NewDocument {
+            id: &id,
+            filename: &name,
+            extension: format.extension,
+            sha256: &digest.sha256_hex,
+            byte_size: digest.byte_size,
+            storage_path: &storage_path,
+            source_kind: SourceKind::Import,
+            created_at: &now,
+        };
+        txn.execute_raw(row.insert_statement()).await?;
+        let document = find_document(&txn, &id)
+            .await?
+            .ok_or_else(|| DocumentsError::corrupt("inserted document vanished"))?;
+        txn.commit().await?;
+        Ok(Ingested {
+            document,
+            duplicate: false,
+        })
+    }
+
+    /// The path of a document's bytes, after checking the file is still a regular file of
+    /// the recorded size (`SourceChanged` otherwise). Owned uploads are also checked against
+    /// the `uploads/<id>/` boundary.
+    pub async fn open_source(&self, doc: &Document) -> Result<PathBuf> {
+        let path = match doc.source_kind {
+            SourceKind::Upload => {
+                let Some(components) = owned_upload_components(&doc.id, &doc.storage_path) else {
+                    return Err(DocumentsError::corrupt(format!(
+                        "document {} has an invalid storage path",
+                        doc.id
+                    )));
+                };
+                check_no_symlinks(&self.data_dir, &components).await?;
+                join_all(&self.data_dir, &components)
+            }
+            SourceKind::Import => {
+                let path = PathBuf::from(&doc.storage_path);
+                let safe = path.is_absolute()
+                    && path
+                        .components()
+                        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+                if !safe {
+                    return Err(DocumentsError::corrupt(format!(
+                        "document {} has an invalid storage path",
+                        doc.id
+                    )));
+                }
+                path
+            }
+        };
+        let changed = |detail: &str| DocumentsError::SourceChanged {
+            id: doc.id.clone(),
+            detail: detail.to_string(),
+        };
+        let meta = match tokio::fs::symlink_metadata(&path).await {
+            Ok(meta) => meta,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Err(changed("the source file is missing"));
+            }
+            Err(err) => return Err(err.into()),
+        };
+        if meta.file_type().is_symlink() || !meta.is_file() {
+            return Err(changed("the source is no longer a regular file"));
+        }
+        if meta.len() != doc.byte_size {
+            return Err(changed("the source file changed size"));
+        }
+        Ok(path)
+    }
+
+    /// One document (`NotFound` when absent).
+    pub async fn get(&self, id: &str) -> Result<Document> {
+        find_document(&self.db, id)
+            .await?
+            .ok_or_else(|| DocumentsError::NotFound { id: id.to_string() })
+    }
+
+    /// A page of documents, newest first (then by id), with the total count.
+    pub async fn list(&self, limit: u64, offset: u64) -> Result<(Vec<Document>, u64)> {
+        let sql = format!(
+            "SELECT {DOCUMENT_COLUMNS} FROM documents ORDER BY created_at DESC, id ASC \
+             LIMIT ? OFFSET ?"
+        );
+        let rows = self
+            .db
+            .query_all_raw(stmt(&sql, [to_i64(limit).into(), to_i64(offset).into()]))
+            .await?;
+        let documents = rows.iter().map(document_from_row).collect::<Result<_>>()?;
+        let total = match self
+            .db
+            .query_one_raw(stmt("SELECT count(*) AS n FROM documents", []))
+            .await?
+        {
+            Some(row) => get_u64(&row, "n")?,
+            None => 0,
+        };
+        Ok((documents, total))
+    }
+
+    /// Deletes a document with everything that depends on it, in one IMMEDIATE transaction:
+    /// its search rows, texts, the engine's runs (stages, parts and events cascade) and the
+    /// row itself. Owned upload files are removed afterwards; upload boundaries are checked
+    /// first, so a symlinked `uploads` directory refuses the delete (`InvalidPath`) before
+    /// anything is removed. Nothing is ever created for non-upload documents.
+    pub async fn delete(&self, id: &str) -> Result<Deleted> {
+        let doc = self.get(id).await?;
+        let owned = match doc.source_kind {
+            SourceKind::Upload => {
+                let Some(components) = owned_upload_components(&doc.id, &doc.storage_path) else {
+                    return Err(DocumentsError::InvalidPath {
+                        detail: "stored upload path is outside its uploads directory".into(),
+                    });
+                };
+                check_no_symlinks(&self.data_dir, &components).await?;
+                check_no_symlinks(&self.data_dir, &[UPLOADS_DIR, TRASH_DIR]).await?;
+                true
+            }
+            SourceKind::Import => false,
+        };
+
+        let txn = begin_immediate(&self.db).await?;
+        let Some(row) = txn
+            .query_one_raw(stmt(
+                "SELECT pk FROM documents WHERE id = ?",
+                [id.to_string().into()],
+            ))
+            .await?
+        else {
+            txn.rollback().await?;
+            return Err(DocumentsError::NotFound { id: id.to_string() });
+        };
+        let pk: i64 = row.try_get("", "pk")?;
+        for statement in delete_statements(id, pk) {
+            txn.execute_raw(statement).await?;
+        }
+
+        // Move the owned directory aside while holding the write lock, so that a concurrent
+        // re-upload of the same bytes (which waits for the lock) never loses its new file.
+        let doc_dir = join_all(&self.data_dir, &[UPLOADS_DIR, id]);
+        let mut trashed: Option<PathBuf> = None;
+        if owned && path_exists(&doc_dir).await? {
+            let trash_dir = join_all(&self.data_dir, &[UPLOADS_DIR, TRASH_DIR]);
+            let aside = async {
+                tokio::fs::create_dir_all(&trash_dir).await?;
+                check_no_symlinks(&self.data_dir, &[UPLOADS_DIR, TRASH_DIR]).await?;
+                let target = trash_dir.join(format!("{id}-{:016x}", fastrand::u64(..)));
+                tokio::fs::rename(&doc_dir, &target).await?;
+                Ok::<_, DocumentsError>(target)
+            }
+            .await;
+            match aside {
+                Ok(target) => trashed = Some(target),
+                Err(err) => {
+                    txn.rollback().await?;
+                    return Err(err);
+                }
+            }
+        }
+        if let Err(err) = txn.commit().await {
+            if let Some(target) = &trashed
+                && let Err(restore) = tokio::fs::rename(target, &doc_dir).await
+            {
+                tracing::error!(document_id = %id, error = %restore, "restoring upload failed");
+            }
+            return Err(err.into());
+        }
+
+        let removed_files = match trashed {
+            Some(target) => match remove_dir_all_if_exists(&target).await {
+                Ok(()) => true,
+                Err(err) => {
+                    tracing::warn!(document_id = %id, error = %err, "removing upload failed");
+                    false
+                }
+            },
+            None => false,
+        };
+        Ok(Deleted {
+            id: id.to_string(),
+            removed_files,
+        })
+    }
+
+    /// Writes classifier results (see [`set_results`]).
+    pub async fn set_results(&self, document_id: &str, results: &DocumentResults) -> Result<()> {
+        set_results(&self.db, document_id, results).await
+    }
+}
+
+/// The statements that remove a document and everything depending on it (search rows,
+/// texts, runs, the row). Run them inside one transaction.
+pub fn delete_statements(document_id: &str, pk: i64) -> Vec<Statement> {
+    vec![
+        stmt("DELETE FROM search_cleaned WHERE rowid = ?", [pk.into()]),
+        stmt("DELETE FROM search_raw WHERE rowid = ?", [pk.into()]),
+        stmt(
+            "DELETE FROM document_texts WHERE document_id = ?",
+            [document_id.to_string().into()],
+        ),
+        stmt(
+            "DELETE FROM runs WHERE subject = ?",
+            [document_id.to_string().into()],
+        ),
+        stmt("DELETE FROM documents WHERE pk = ?", [pk.into()]),
+    ]
+}
+
+/// One document by id, inside any connection or transaction.
+pub async fn find_document(conn: &impl ConnectionTrait, id: &str) -> Result<Option<Document>> {
+    let sql = format!("SELECT {DOCUMENT_COLUMNS} FROM documents WHERE id = ?");
+    let row = conn
+        .query_one_raw(stmt(&sql, [id.to_string().into()]))
+        .await?;
+    row.as_ref().map(document_from_row).transpose()
+}
+
+/// Writes classifier and summarizer results to a document (all result columns are replaced).
+/// A missing label defaults to the built-in Dewey label of the code. `NotFound` when the
+/// document does not exist. Composable into a caller's transaction.
+pub async fn set_results(
+    conn: &impl ConnectionTrait,
+    document_id: &str,
+    results: &DocumentResults,
+) -> Result<()> {
+    let code = results
+        .classification_code
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty());
+    let label = results
+        .classification_label
+        .clone()
+        .or_else(|| code.and_then(dewey::label).map(str::to_string));
+    let tags = serde_json::to_string(&results.tags)
+        .map_err(|err| DocumentsError::corrupt(format!("tags: {err}")))?;
+    let confidence = results.classification_confidence.filter(|c| c.is_finite());
+    let updated = conn
+        .execute_raw(stmt(
+            "UPDATE documents SET classification = ?, classification_label = ?, \
+             classification_confidence = ?, title = ?, summary = ?, tags = ?, \
+             suggested_stem = ?, updated_at = ? WHERE id = ?",
+            [
+                code.map(str::to_string).into(),
+                label.into(),
+                confidence.into(),
+                results.title.clone().into(),
+                results.summary.clone().into(),
+                tags.into(),
+                results.suggested_stem.clone().into(),
+                now_timestamp().into(),
+                document_id.to_string().into(),
+            ],
+        ))
+        .await?;
+    if updated.rows_affected() == 0 {
+        return Err(DocumentsError::NotFound {
+            id: document_id.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// `UPDATE` setting a document's status (no-op for an unknown id).
+pub fn status_statement(document_id: &str, status: DocumentStatus) -> Statement {
+    stmt(
+        "UPDATE documents SET status = ?, updated_at = ? WHERE id = ?",
+        [
+            status.as_str().into(),
+            now_timestamp().into(),
+            document_id.to_string().into(),
+        ],
+    )
+}
+
+/// `UPDATE` restoring a document's status after its run was canceled: `ready` when a cleaned
+/// text exists, else `ingested`.
+pub fn status_after_cancel_statement(document_id: &str) -> Statement {
+    stmt(
+        "UPDATE documents SET status = CASE WHEN EXISTS (SELECT 1 FROM document_texts \
+         WHERE document_id = ? AND kind = ?) THEN 'ready' ELSE 'ingested' END, updated_at = ? \
+         WHERE id = ?",
+        [
+            document_id.to_string().into(),
+            TEXT_KIND_CLEANED.into(),
+            now_timestamp().into(),
+            document_id.to_string().into(),
+        ],
+    )
+}
+
+struct NewDocument<'a> {
+    id: &'a str,
+    filename: &'a str,
+    extension: &'a str,
+    sha256: &'a str,
+    byte_size: u64,
+    storage_path: &'a str,
+    source_kind: SourceKind,
+    created_at: &'a str,
+}
+
+impl NewDocument<'_> {
+    fn insert_statement(&self) -> Statement {
+        let source_path: Option<String> = match self.source_kind {
+            SourceKind::Import => Some(self.storage_path.to_string()),
+            SourceKind::Upload => None,
+        };
+        stmt(
+            "INSERT INTO documents (id, filename, extension, sha256, byte_size, storage_path, \
+             source_kind, source_path, status, tags, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '[]', ?, ?)",
+            [
+                self.id.to_string().into(),
+                self.filename.to_string().into(),
+                self.extension.to_string().into(),
+                self.sha256.to_string().into(),
+                to_i64(self.byte_size).into(),
+                self.storage_path.to_string().into(),
+                self.source_kind.as_str().into(),
+                Value::from(source_path),
+                DocumentStatus::Ingested.as_str().into(),
+                self.created_at.to_string().into(),
+                self.created_at.to_string().into(),
+            ],
+        )
+    }
+}
+
+pub(crate) fn document_from_row(row: &QueryResult) -> Result<Document> {
+    let id: String = row.try_get("", "id")?;
+    let status_text: String = row.try_get("", "status")?;
+    let status = DocumentStatus::parse(&status_text)
+        .map_err(|_| DocumentsError::corrupt(format!("document {id} has status {status_text}")))?;
+    let kind_text: String = row.try_get("", "source_kind")?;
+    let source_kind = SourceKind::parse(&kind_text).ok_or_else(|| {
+        DocumentsError::corrupt(format!("document {id} has source kind {kind_text}"))
+    })?;
+    let tags_text: String = row.try_get("", "tags")?;
+    let tags: Vec<String> = serde_json::from_str(&tags_text)
+        .map_err(|err| DocumentsError::corrupt(format!("document {id} tags: {err}")))?;
+    Ok(Document {
+        pk: row.try_get("", "pk")?,
+        filename: row.try_get("", "filename")?,
+        status,
+        byte_size: get_u64(row, "byte_size")?,
+        created_at: row.try_get("", "created_at")?,
+        updated_at: row.try_get("", "updated_at")?,
+        classification: row.try_get("", "classification")?,
+        classification_label: row.try_get("", "classification_label")?,
+        classification_confidence: row.try_get("", "classification_confidence")?,
+        title: row.try_get("", "title")?,
+        summary: row.try_get("", "summary")?,
+        tags,
+        suggested_stem: row.try_get("", "suggested_stem")?,
+        extension: row.try_get("", "extension")?,
+        source_kind,
+        sha256: row.try_get("", "sha256")?,
+        storage_path: row.try_get("", "storage_path")?,
+        id,
+    })
+}
+
+/// Validates a filename before any byte of an upload is written: normalizes it and checks
+/// its extension (archives are `ArchiveNotSupported`, unknown types `UnsupportedFileType`).
+pub fn check_upload_filename(raw: &str) -> Result<&'static Format> {
+    check_extension(extension_of(raw).as_deref())
+}
+
+async fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut file = tokio::fs::File::open(path).await?;
+    let mut head = vec![0u8; SNIFF_BYTES];
+    let mut filled = 0;
+    while filled < head.len() {
+        let Some(rest) = head.get_mut(filled..) else {
+            break;
+        };
+        let read = file.read(rest).await?;
+        if read == 0 {
+            break;
+        }
+        filled += read;
+    }
+    head.truncate(filled);
+    Ok(head)
+}
+
+/// Renames, falling back to copy-and-remove across file systems.
+async fn move_file(from: &Path, to: &Path) -> std::io::Result<()> {
+    match tokio::fs::rename(from, to).await {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::CrossesDevices => {
+            tokio::fs::copy(from, to).await?;
+            tokio::fs::remove_file(from).await
+        }
+        Err(err) => Err(err),
+    }
+}
+
+async fn path_exists(path: &Path) -> std::io::Result<bool> {
+    match tokio::fs::symlink_metadata(path).await {
+        Ok(_) => Ok(true),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+async fn remove_file_if_exists(path: &Path) {
+    match tokio::fs::remove_file(path).await {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => tracing::warn!(error = %err, "removing a staged upload failed"),
+    }
+}
+
+async fn remove_dir_all_if_exists(path: &Path) -> std::io::Result<()> {
+    match tokio::fs::remove_dir_all(path).await {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(err),
+    }
+}

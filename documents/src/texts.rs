@@ -1,0 +1,147 @@
+//! Texts produced for a document by its runs (raw extraction, OCR, cleaned output, ...):
+//! idempotent writes, lookups and the bounded content page of the latest cleaned text.
+
+use sea_orm::{ConnectionTrait, QueryResult};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DocumentsError, Result};
+use crate::sql::{get_u64, now_timestamp, stmt, to_i64};
+use crate::store::find_document;
+
+/// Kind of the cleaned output (the content page and search read it).
+pub const TEXT_KIND_CLEANED: &str = "cleaned";
+/// Kind of the raw extracted source text.
+pub const TEXT_KIND_RAW: &str = "raw";
+
+/// One stored text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextRecord {
+    /// Caller-chosen stable id (e.g. `<run_id>:<stage>`), so replays overwrite.
+    pub id: String,
+    pub document_id: String,
+    pub run_id: String,
+    /// `raw`, `cleaned`, or another stage-defined kind.
+    pub kind: String,
+    pub body: String,
+}
+
+/// A bounded page of the latest cleaned output; offsets count characters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContentPage {
+    pub document_id: String,
+    pub text: String,
+    pub total_chars: u64,
+    pub offset: u64,
+    pub limit: u64,
+    /// True when characters follow this page.
+    pub truncated: bool,
+}
+
+/// Writes a text; writing the same id again replaces its body, run and kind but keeps its
+/// first `created_at`, so replays are idempotent. Composable into a caller's transaction.
+pub async fn put_text(conn: &impl ConnectionTrait, text: &TextRecord) -> Result<()> {
+    let chars = text.body.chars().count() as u64;
+    conn.execute_raw(stmt(
+        "INSERT INTO document_texts (id, document_id, run_id, kind, body, chars, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?) \
+         ON CONFLICT (id) DO UPDATE SET document_id = excluded.document_id, \
+         run_id = excluded.run_id, kind = excluded.kind, body = excluded.body, \
+         chars = excluded.chars",
+        [
+            text.id.clone().into(),
+            text.document_id.clone().into(),
+            text.run_id.clone().into(),
+            text.kind.clone().into(),
+            text.body.clone().into(),
+            to_i64(chars).into(),
+            now_timestamp().into(),
+        ],
+    ))
+    .await?;
+    Ok(())
+}
+
+const TEXT_COLUMNS: &str = "id, document_id, run_id, kind, body";
+
+/// One text by id.
+pub async fn get_text(conn: &impl ConnectionTrait, id: &str) -> Result<Option<TextRecord>> {
+    let sql = format!("SELECT {TEXT_COLUMNS} FROM document_texts WHERE id = ?");
+    let row = conn
+        .query_one_raw(stmt(&sql, [id.to_string().into()]))
+        .await?;
+    row.as_ref().map(text_from_row).transpose()
+}
+
+/// The newest text of a kind for a document.
+pub async fn latest_text(
+    conn: &impl ConnectionTrait,
+    document_id: &str,
+    kind: &str,
+) -> Result<Option<TextRecord>> {
+    let sql = format!(
+        "SELECT {TEXT_COLUMNS} FROM document_texts WHERE document_id = ? AND kind = ? \
+         ORDER BY created_at DESC, rowid DESC LIMIT 1"
+    );
+    let row = conn
+        .query_one_raw(stmt(
+            &sql,
+            [document_id.to_string().into(), kind.to_string().into()],
+        ))
+        .await?;
+    row.as_ref().map(text_from_row).transpose()
+}
+
+/// A page of the latest cleaned output: `limit` characters from `offset` (characters).
+/// `NotFound` for an unknown document, `NoContent` when it has no cleaned output yet.
+/// Only the page is read from the database, never the whole body.
+pub async fn content_page(
+    conn: &impl ConnectionTrait,
+    document_id: &str,
+    offset: u64,
+    limit: u64,
+) -> Result<ContentPage> {
+    let row = conn
+        .query_one_raw(stmt(
+            "SELECT substr(body, ?, ?) AS page, chars FROM document_texts \
+             WHERE document_id = ? AND kind = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            [
+                to_i64(offset.saturating_add(1)).into(),
+                to_i64(limit).into(),
+                document_id.to_string().into(),
+                TEXT_KIND_CLEANED.into(),
+            ],
+        ))
+        .await?;
+    let Some(row) = row else {
+        return Err(if find_document(conn, document_id).await?.is_some() {
+            DocumentsError::NoContent {
+                id: document_id.to_string(),
+            }
+        } else {
+            DocumentsError::NotFound {
+                id: document_id.to_string(),
+            }
+        });
+    };
+    let text: String = row.try_get("", "page")?;
+    let total_chars = get_u64(&row, "chars")?;
+    let returned = text.chars().count() as u64;
+    Ok(ContentPage {
+        document_id: document_id.to_string(),
+        text,
+        total_chars,
+        offset,
+        limit,
+        truncated: offset.saturating_add(returned) < total_chars,
+    })
+}
+
+fn text_from_row(row: &QueryResult) -> Result<TextRecord> {
+    Ok(TextRecord {
+        id: row.try_get("", "id")?,
+        document_id: row.try_get("", "document_id")?,
+        run_id: row.try_get("", "run_id")?,
+        kind: row.try_get("", "kind")?,
+        body: row.try_get("", "body")?,
+    })
+}

@@ -1,0 +1,82 @@
+//! Shared setup for the integration tests: a migrated SQLite file in a temporary directory.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use sea_orm::{ConnectOptions, Database, DatabaseConnection};
+use shelf_documents::{DocumentStore, Ingested, sha256_hex};
+use shelf_migrations::{Migrator, MigratorTrait};
+use tempfile::TempDir;
+
+pub struct Env {
+    pub dir: TempDir,
+    pub store: DocumentStore,
+}
+
+impl Env {
+    pub fn data_dir(&self) -> &Path {
+        &self.store.data_dir
+    }
+
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.store.db
+    }
+
+    /// Stages `bytes` like the upload handler does and ingests them.
+    pub async fn upload(&self, filename: &str, bytes: &[u8]) -> shelf_documents::Result<Ingested> {
+        let staged = self.stage(bytes).await;
+        self.store
+            .ingest_upload(&staged, filename, &sha256_hex(bytes), bytes.len() as u64)
+            .await
+    }
+
+    pub async fn stage(&self, bytes: &[u8]) -> PathBuf {
+        let staged = self.store.new_staging_path().await.expect("staging path");
+        tokio::fs::write(&staged, bytes)
+            .await
+            .expect("write staged");
+        staged
+    }
+}
+
+pub async fn connect(path: &Path) -> DatabaseConnection {
+    let mut options = ConnectOptions::new(format!("sqlite://{}?mode=rwc", path.display()));
+    options.max_connections(4).sqlx_logging(false);
+    let db = Database::connect(options).await.expect("connect");
+    Migrator::up(&db, None).await.expect("migrate");
+    db
+}
+
+pub async fn env() -> Env {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data_dir = dir.path().join("data");
+    std::fs::create_dir_all(&data_dir).expect("data dir");
+    let db = connect(&data_dir.join("shelf.sqlite")).await;
+    Env {
+        store: DocumentStore::new(db, data_dir),
+        dir,
+    }
+}
+
+/// Files left in a directory tree (relative paths), for "nothing left behind" checks.
+pub fn files_under(root: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            if is_dir {
+                walk(root, &path, out);
+            } else if let Ok(rel) = path.strip_prefix(root) {
+                out.push(rel.display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}

@@ -1,0 +1,478 @@
+//! Document store on a real SQLite file: ingest (uploads and imports), dedupe, refusals that
+//! leave nothing behind, listing, results, statuses, texts, content pages and deletion.
+
+mod common;
+
+use common::{env, files_under};
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use shelf_documents::{
+    DocumentResults, DocumentStatus, DocumentsError, SourceKind, TextRecord, content_page,
+    document_id, find_document, get_text, index_document, latest_text, put_text, set_results,
+    sha256_hex, status_after_cancel_statement, status_statement,
+};
+
+async fn count(db: &impl ConnectionTrait, sql: &str) -> i64 {
+    let row = db
+        .query_one_raw(Statement::from_string(DbBackend::Sqlite, sql))
+        .await
+        .expect("query")
+        .expect("row");
+    row.try_get_by_index::<i64>(0).expect("count")
+}
+
+#[tokio::test]
+async fn upload_is_stored_content_addressed() {
+    let env = env().await;
+    let bytes = b"Horses are large animals.\n";
+    let ingested = env
+        .upload("../My  Notes?.TXT", bytes)
+        .await
+        .expect("ingest");
+    assert!(!ingested.duplicate);
+    let doc = &ingested.document;
+    assert_eq!(doc.id, document_id(&sha256_hex(bytes)));
+    assert_eq!(doc.filename, "My Notes_.TXT");
+    assert_eq!(doc.extension, "txt");
+    assert_eq!(doc.status, DocumentStatus::Ingested);
+    assert_eq!(doc.source_kind, SourceKind::Upload);
+    assert_eq!(doc.byte_size, bytes.len() as u64);
+    assert_eq!(
+        doc.storage_path,
+        format!("uploads/{}/My Notes_.TXT", doc.id)
+    );
+    assert!(doc.created_at.ends_with('Z') && doc.created_at.len() == 24);
+    assert_eq!(
+        files_under(&env.data_dir().join("uploads")),
+        vec![format!("{}/My Notes_.TXT", doc.id)]
+    );
+    let path = env.store.open_source(doc).await.expect("open source");
+    assert_eq!(std::fs::read(path).expect("read"), bytes);
+
+    let json = serde_json::to_value(&ingested).expect("json");
+    assert_eq!(json["id"], doc.id.as_str());
+    assert_eq!(json["duplicate"], false);
+    assert_eq!(json["classification"], serde_json::Value::Null);
+    assert_eq!(json["tags"], serde_json::json!([]));
+    assert!(json.get("storage_path").is_none());
+    assert!(json.get("pk").is_none());
+}
+
+#[tokio::test]
+async fn identical_bytes_are_a_duplicate_and_stored_once() {
+    let env = env().await;
+    let first = env.upload("a.txt", b"same bytes").await.expect("first");
+    let second = env.upload("b.md", b"same bytes").await.expect("second");
+    assert!(second.duplicate);
+    assert_eq!(second.document, first.document);
+    assert_eq!(count(env.db(), "SELECT count(*) FROM documents").await, 1);
+    assert_eq!(
+        files_under(&env.data_dir().join("uploads")),
+        vec![format!("{}/a.txt", first.document.id)]
+    );
+}
+
+#[tokio::test]
+async fn refused_uploads_leave_nothing_behind() {
+    let env = env().await;
+    let cases: Vec<(&str, &[u8], &str)> = vec![
+        ("archive.zip", b"PK\x03\x04....", "archive_not_supported"),
+        ("data.tar.gz", b"\x1f\x8b\x08\x00", "archive_not_supported"),
+        ("renamed.txt", b"PK\x03\x04rest", "archive_not_supported"),
+        ("report.docx", b"PK\x03\x04rest", "unsupported_file_type"),
+        ("program.exe", b"MZ\x90\x00", "unsupported_file_type"),
+        ("binary.txt", b"abc\0def", "unsupported_file_type"),
+        ("noext", b"hello", "unsupported_file_type"),
+    ];
+    for (name, bytes, code) in cases {
+        let err = env.upload(name, bytes).await.expect_err(name);
+        assert_eq!(err.code(), code, "{name}: {err}");
+        assert!(err.is_user_error());
+    }
+    match env.upload("program.exe", b"x").await {
+        Err(DocumentsError::UnsupportedFileType { detail }) => assert!(detail.contains("exe")),
+        other => panic!("{other:?}"),
+    }
+    assert!(files_under(&env.data_dir().join("uploads")).is_empty());
+    assert_eq!(count(env.db(), "SELECT count(*) FROM documents").await, 0);
+    // UTF-16 with a byte-order mark is text.
+    let utf16 = b"\xFF\xFEh\0i\0";
+    assert!(env.upload("wide.txt", utf16).await.is_ok());
+}
+
+#[tokio::test]
+async fn symlinked_uploads_directory_is_refused() {
+    let env = env().await;
+    let outside = tempfile::tempdir().expect("tempdir");
+    let staged = env.stage(b"hello symlink").await;
+    // Replace uploads/<id> parent with a symlink after staging.
+    let id = document_id(&sha256_hex(b"hello symlink"));
+    std::os::unix::fs::symlink(outside.path(), env.data_dir().join("uploads").join(&id))
+        .expect("symlink");
+    let err = env
+        .store
+        .ingest_upload(&staged, "a.txt", &sha256_hex(b"hello symlink"), 13)
+        .await
+        .expect_err("symlinked parent");
+    assert!(matches!(err, DocumentsError::InvalidPath { .. }), "{err}");
+    assert!(!staged.exists());
+    assert!(files_under(outside.path()).is_empty());
+
+    let env2 = common::env().await;
+    let outside2 = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink(outside2.path(), env2.data_dir().join("uploads")).expect("symlink");
+    let err = env2
+        .store
+        .new_staging_path()
+        .await
+        .expect_err("symlinked uploads");
+    assert!(matches!(err, DocumentsError::InvalidPath { .. }));
+}
+
+#[tokio::test]
+async fn import_references_the_file_in_place() {
+    let env = env().await;
+    let source_dir = tempfile::tempdir().expect("tempdir");
+    let path = source_dir.path().join("Chapter 1.md");
+    let body = "# Chapter\n".repeat(20_000);
+    std::fs::write(&path, &body).expect("write");
+    let ingested = env.store.ingest_path(&path).await.expect("import");
+    let doc = &ingested.document;
+    assert_eq!(doc.source_kind, SourceKind::Import);
+    assert_eq!(doc.id, document_id(&sha256_hex(body.as_bytes())));
+    assert_eq!(doc.byte_size, body.len() as u64);
+    assert_eq!(
+        std::path::PathBuf::from(&doc.storage_path),
+        std::fs::canonicalize(&path).expect("canonical")
+    );
+    assert!(!env.data_dir().join("uploads").exists());
+    assert!(env.store.ingest_path(&path).await.expect("again").duplicate);
+
+    // The same bytes uploaded are a duplicate of the import.
+    assert!(
+        env.upload("copy.md", body.as_bytes())
+            .await
+            .expect("upload")
+            .duplicate
+    );
+
+    // Changing the source is detected.
+    std::fs::write(&path, "changed").expect("write");
+    let err = env.store.open_source(doc).await.expect_err("changed");
+    assert!(matches!(err, DocumentsError::SourceChanged { .. }));
+
+    // Deleting an import never touches the file nor creates an uploads directory.
+    let deleted = env.store.delete(&doc.id).await.expect("delete");
+    assert!(!deleted.removed_files);
+    assert!(path.exists());
+    let uploads = env.data_dir().join("uploads");
+    assert!(files_under(&uploads).is_empty());
+    assert!(!uploads.join(&doc.id).exists() && !uploads.join(".trash").exists());
+}
+
+#[tokio::test]
+async fn deleting_an_import_creates_no_uploads_directory() {
+    let env = env().await;
+    let source_dir = tempfile::tempdir().expect("tempdir");
+    let path = source_dir.path().join("notes.txt");
+    std::fs::write(&path, "imported").expect("write");
+    let doc = env.store.ingest_path(&path).await.expect("import").document;
+    env.store.delete(&doc.id).await.expect("delete");
+    assert!(path.exists());
+    assert!(!env.data_dir().join("uploads").exists());
+}
+
+#[tokio::test]
+async fn imports_refuse_symlinks_archives_and_non_files() {
+    let env = env().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let real = dir.path().join("real.txt");
+    std::fs::write(&real, "text").expect("write");
+    let link = dir.path().join("link.txt");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let err = env.store.ingest_path(&link).await.expect_err("symlink");
+    assert!(matches!(err, DocumentsError::InvalidPath { .. }));
+    let err = env.store.ingest_path(dir.path()).await.expect_err("dir");
+    assert!(matches!(err, DocumentsError::InvalidPath { .. }));
+    let err = env
+        .store
+        .ingest_path(&dir.path().join("missing.txt"))
+        .await
+        .expect_err("missing");
+    assert!(matches!(err, DocumentsError::InvalidPath { .. }));
+    let corpus = std::path::Path::new("/work/shared/corpus/hostile/archives-renamed");
+    if corpus.exists() {
+        for entry in std::fs::read_dir(corpus).expect("corpus").flatten() {
+            let err = env
+                .store
+                .ingest_path(&entry.path())
+                .await
+                .expect_err("archive");
+            assert_eq!(err.code(), "archive_not_supported", "{:?}", entry.path());
+        }
+    }
+    assert_eq!(count(env.db(), "SELECT count(*) FROM documents").await, 0);
+}
+
+#[tokio::test]
+async fn list_is_newest_first_with_total() {
+    let env = env().await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let doc = env
+            .upload(&format!("n{i}.txt"), format!("document {i}").as_bytes())
+            .await
+            .expect("ingest");
+        ids.push(doc.document.id);
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    let (page, total) = env.store.list(2, 1).await.expect("list");
+    assert_eq!(total, 5);
+    let got: Vec<_> = page.iter().map(|d| d.id.clone()).collect();
+    assert_eq!(got, vec![ids[3].clone(), ids[2].clone()]);
+    let err = env
+        .store
+        .get("doc_0000000000000000")
+        .await
+        .expect_err("missing");
+    assert_eq!(err.code(), "not_found");
+}
+
+#[tokio::test]
+async fn results_statuses_and_texts() {
+    let env = env().await;
+    let doc = env
+        .upload("horses.txt", b"horse text")
+        .await
+        .expect("ingest")
+        .document;
+    let db = env.db();
+
+    set_results(
+        db,
+        &doc.id,
+        &DocumentResults {
+            classification_code: Some("636.1".into()),
+            classification_confidence: Some(0.9),
+            title: Some("Horses".into()),
+            summary: Some("About horses.".into()),
+            tags: vec!["horses".into(), "animals".into()],
+            suggested_stem: Some("636-1-horses".into()),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("results");
+    let stored = env.store.get(&doc.id).await.expect("get");
+    assert_eq!(stored.classification.as_deref(), Some("636.1"));
+    assert_eq!(stored.classification_label.as_deref(), Some("Agriculture"));
+    assert_eq!(stored.tags, vec!["horses", "animals"]);
+    assert_eq!(stored.title.as_deref(), Some("Horses"));
+    let err = set_results(db, "doc_0000000000000000", &DocumentResults::default())
+        .await
+        .expect_err("missing");
+    assert_eq!(err.code(), "not_found");
+
+    db.execute_raw(status_statement(&doc.id, DocumentStatus::Processing))
+        .await
+        .expect("status");
+    assert_eq!(
+        env.store.get(&doc.id).await.expect("get").status,
+        DocumentStatus::Processing
+    );
+    db.execute_raw(status_after_cancel_statement(&doc.id))
+        .await
+        .expect("cancel");
+    assert_eq!(
+        env.store.get(&doc.id).await.expect("get").status,
+        DocumentStatus::Ingested
+    );
+
+    let err = content_page(db, &doc.id, 0, 10)
+        .await
+        .expect_err("no content");
+    assert_eq!(err.code(), "not_found");
+    assert!(matches!(err, DocumentsError::NoContent { .. }));
+
+    let record = TextRecord {
+        id: "run_1:clean".into(),
+        document_id: doc.id.clone(),
+        run_id: "run_1".into(),
+        kind: "cleaned".into(),
+        body: "Ünïcödé horses gallop.".into(),
+    };
+    put_text(db, &record).await.expect("put");
+    put_text(db, &record).await.expect("put again");
+    assert_eq!(
+        get_text(db, "run_1:clean").await.expect("get"),
+        Some(record.clone())
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    let newer = TextRecord {
+        id: "run_2:clean".into(),
+        run_id: "run_2".into(),
+        body: "Ünïcödé horses gallop fast.".into(),
+        ..record.clone()
+    };
+    put_text(db, &newer).await.expect("put newer");
+    assert_eq!(
+        latest_text(db, &doc.id, "cleaned").await.expect("latest"),
+        Some(newer.clone())
+    );
+    assert_eq!(latest_text(db, &doc.id, "raw").await.expect("latest"), None);
+
+    let page = content_page(db, &doc.id, 2, 5).await.expect("page");
+    assert_eq!(page.text, "ïcödé");
+    assert_eq!(page.total_chars, 27);
+    assert!(page.truncated);
+    let tail = content_page(db, &doc.id, 20, 100).await.expect("tail");
+    assert_eq!(tail.text, "p fast.");
+    assert!(!tail.truncated);
+    let past = content_page(db, &doc.id, 1000, 10).await.expect("past");
+    assert_eq!(past.text, "");
+    let json = serde_json::to_value(&page).expect("json");
+    for key in [
+        "document_id",
+        "text",
+        "total_chars",
+        "offset",
+        "limit",
+        "truncated",
+    ] {
+        assert!(json.get(key).is_some(), "{key}");
+    }
+    let err = content_page(db, "doc_0000000000000000", 0, 1)
+        .await
+        .expect_err("missing");
+    assert!(matches!(err, DocumentsError::NotFound { .. }));
+
+    db.execute_raw(status_after_cancel_statement(&doc.id))
+        .await
+        .expect("cancel");
+    assert_eq!(
+        env.store.get(&doc.id).await.expect("get").status,
+        DocumentStatus::Ready
+    );
+    assert!(find_document(db, &doc.id).await.expect("find").is_some());
+}
+
+#[tokio::test]
+async fn delete_removes_rows_index_runs_and_owned_files() {
+    let env = env().await;
+    let keep = env
+        .upload("keep.txt", b"keep me")
+        .await
+        .expect("keep")
+        .document;
+    let doc = env
+        .upload("gone.txt", b"delete me")
+        .await
+        .expect("ingest")
+        .document;
+    let db = env.db();
+    index_document(db, &doc.id, "run_a", "cleaned horses", "raw horses")
+        .await
+        .expect("index");
+    index_document(db, &keep.id, "run_b", "cleaned cows", "raw cows")
+        .await
+        .expect("index");
+    put_text(
+        db,
+        &TextRecord {
+            id: "t1".into(),
+            document_id: doc.id.clone(),
+            run_id: "run_a".into(),
+            kind: "cleaned".into(),
+            body: "cleaned horses".into(),
+        },
+    )
+    .await
+    .expect("text");
+    for sql in [
+        format!(
+            "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, status, \
+             due_at, enqueued_at, created_at) VALUES ('run_a', '{}', 'default', '', '', \
+             'succeeded', 0, 0, '2026-01-01T00:00:00.000Z')",
+            doc.id
+        ),
+        "INSERT INTO run_stages (run_id, name, kind, position, status) \
+         VALUES ('run_a', 'clean', 'clean', 0, 'succeeded')"
+            .to_string(),
+        "INSERT INTO run_events (run_id, sequence, stage, kind, message, created_at) \
+         VALUES ('run_a', 1, 'clean', 'info', 'ok', '2026-01-01T00:00:00.000Z')"
+            .to_string(),
+        "INSERT INTO run_stage_parts (run_id, stage, key, value) \
+         VALUES ('run_a', 'clean', 'chunk-0', 'x')"
+            .to_string(),
+    ] {
+        db.execute_unprepared(&sql).await.expect("engine rows");
+    }
+
+    let deleted = env.store.delete(&doc.id).await.expect("delete");
+    assert!(deleted.removed_files);
+    for (table, expected) in [
+        ("documents", 1),
+        ("document_texts", 0),
+        ("runs", 0),
+        ("run_stages", 0),
+        ("run_events", 0),
+        ("run_stage_parts", 0),
+        ("search_cleaned", 1),
+        ("search_raw", 1),
+    ] {
+        assert_eq!(
+            count(db, &format!("SELECT count(*) FROM {table}")).await,
+            expected,
+            "{table}"
+        );
+    }
+    assert_eq!(
+        files_under(&env.data_dir().join("uploads")),
+        vec![format!("{}/keep.txt", keep.id)]
+    );
+    let err = env.store.delete(&doc.id).await.expect_err("twice");
+    assert_eq!(err.code(), "not_found");
+
+    // Re-uploading the deleted bytes works again.
+    let again = env.upload("gone.txt", b"delete me").await.expect("again");
+    assert!(!again.duplicate);
+}
+
+#[tokio::test]
+async fn delete_refuses_a_symlinked_uploads_boundary() {
+    let env = env().await;
+    let doc = env
+        .upload("a.txt", b"boundary")
+        .await
+        .expect("ingest")
+        .document;
+    let uploads = env.data_dir().join("uploads");
+    let moved = env.dir.path().join("elsewhere");
+    std::fs::rename(&uploads, &moved).expect("move");
+    std::os::unix::fs::symlink(&moved, &uploads).expect("symlink");
+    let err = env.store.delete(&doc.id).await.expect_err("symlinked");
+    assert!(matches!(err, DocumentsError::InvalidPath { .. }), "{err}");
+    assert!(env.store.get(&doc.id).await.is_ok());
+    assert_eq!(files_under(&moved).len(), 1);
+}
+
+#[tokio::test]
+async fn concurrent_identical_uploads_store_one_document() {
+    let env = std::sync::Arc::new(env().await);
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let env = env.clone();
+        tasks.push(tokio::spawn(async move {
+            env.upload(&format!("same{i}.txt"), b"racing bytes").await
+        }));
+    }
+    let mut fresh = 0;
+    for task in tasks {
+        let ingested = task.await.expect("join").expect("ingest");
+        if !ingested.duplicate {
+            fresh += 1;
+        }
+    }
+    assert_eq!(fresh, 1);
+    assert_eq!(count(env.db(), "SELECT count(*) FROM documents").await, 1);
+    assert_eq!(files_under(&env.data_dir().join("uploads")).len(), 1);
+}

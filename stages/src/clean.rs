@@ -1,0 +1,190 @@
+//! `clean`: copy-edits the text with the language model, chunk by chunk. Chunks are cleaned
+//! concurrently and each is checkpointed, so a resumed run pays for no chunk twice. A chunk the
+//! model summarized instead of copy-editing is retried once, then replaced by its normalized
+//! source with a warning event.
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use shelf_documents::{DocumentStore, TEXT_KIND_CLEANED, TextRecord};
+use shelf_engine::{Stage, StageContext, StageError};
+use std::sync::Arc;
+
+use crate::StageDeps;
+use crate::chunk::{self, Chunk, ChunkSettings, fidelity_problem, normalize_whitespace};
+use crate::errors::{from_documents, missing_input};
+use crate::provider::{CleanRequest, Provider};
+
+pub const PROMPT_VERSIONS: &[&str] = &["cmos_v1", "cmos_v2", "cmos_v3", "cmos_v4"];
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CleanOptions {
+    /// One of `cmos_v1` to `cmos_v4`; empty means the `SHELF_CLEANING_PROMPT_VERSION` setting.
+    pub prompt_version: String,
+}
+
+pub struct Clean {
+    documents: DocumentStore,
+    provider: Arc<dyn Provider>,
+    chunking: ChunkSettings,
+    concurrency: usize,
+    default_prompt_version: String,
+}
+
+impl Clean {
+    pub fn new(deps: &StageDeps) -> Self {
+        Clean {
+            documents: deps.documents.clone(),
+            provider: deps.provider.clone(),
+            chunking: deps.chunking,
+            concurrency: deps.llm_concurrency.max(1),
+            default_prompt_version: deps.cleaning_prompt_version.clone(),
+        }
+    }
+}
+
+/// A chunk's checkpoint.
+#[derive(Debug, Serialize, Deserialize)]
+struct CleanedChunk {
+    text: String,
+    fallback: bool,
+}
+
+#[async_trait]
+impl Stage for Clean {
+    const KIND: &'static str = "clean";
+    type Options = CleanOptions;
+
+    async fn run(&self, options: &CleanOptions, ctx: &StageContext) -> Result<Value, StageError> {
+        let prompt_version = if options.prompt_version.is_empty() {
+            self.default_prompt_version.as_str()
+        } else {
+            options.prompt_version.as_str()
+        };
+        if !PROMPT_VERSIONS.contains(&prompt_version) {
+            return Err(StageError::fatal(
+                "bad_option",
+                format!(
+                    "unknown cleaning prompt version {prompt_version}; use one of {}",
+                    PROMPT_VERSIONS.join(", ")
+                ),
+            ));
+        }
+        let text_id = ctx
+            .inputs
+            .find_str("text_id")
+            .ok_or_else(|| missing_input("text_id"))?;
+        let source = shelf_documents::get_text(&self.documents.db, text_id)
+            .await
+            .map_err(from_documents)?
+            .ok_or_else(|| {
+                StageError::fatal("missing_input", format!("text {text_id} no longer exists"))
+            })?;
+        let chunks = chunk::split(&source.body, self.chunking);
+        let total = chunks.len();
+        let pending: Vec<_> = chunks
+            .iter()
+            .map(|c| self.clean_chunk(ctx, c, prompt_version, total))
+            .collect();
+        let results: Vec<Result<CleanedChunk, StageError>> = futures::stream::iter(pending)
+            .buffered(self.concurrency)
+            .collect()
+            .await;
+        let mut cleaned = Vec::with_capacity(total);
+        let mut fallbacks = 0;
+        for result in results {
+            let chunk = result?;
+            fallbacks += usize::from(chunk.fallback);
+            cleaned.push(chunk.text);
+        }
+        let body = chunk::join(&chunks, &cleaned);
+        let chars = body.chars().count();
+        let cleaned_id = format!("{}:{}", ctx.run_id, ctx.stage);
+        shelf_documents::put_text(
+            &self.documents.db,
+            &TextRecord {
+                id: cleaned_id.clone(),
+                document_id: source.document_id.clone(),
+                run_id: ctx.run_id.clone(),
+                kind: TEXT_KIND_CLEANED.into(),
+                body,
+            },
+        )
+        .await
+        .map_err(from_documents)?;
+        Ok(json!({
+            "cleaned_text_id": cleaned_id,
+            "text_id": cleaned_id,
+            "chars": chars,
+            "chunks": total,
+            "fallback_chunks": fallbacks,
+            "provider": self.provider.name(),
+            "prompt_version": prompt_version,
+        }))
+    }
+}
+
+impl Clean {
+    async fn clean_chunk(
+        &self,
+        ctx: &StageContext,
+        chunk: &Chunk,
+        prompt_version: &str,
+        total: usize,
+    ) -> Result<CleanedChunk, StageError> {
+        // The key names the chunk's content, so a changed chunking never reuses a wrong piece.
+        let digest = hex::encode(&Sha256::digest(format!("{prompt_version}\0{}", chunk.text))[..8]);
+        let key = format!("chunk-{}-{digest}", chunk.index);
+        if let Some(done) = ctx.part::<CleanedChunk>(&key).await? {
+            return Ok(done);
+        }
+        let request = CleanRequest {
+            text: &chunk.text,
+            context: &chunk.context,
+            prompt_version,
+        };
+        let mut problem = String::new();
+        let mut result = None;
+        for _ in 0..2 {
+            let cleaned = self.provider.clean(request).await.map_err(|e| {
+                if e.retryable {
+                    StageError::retryable(e.code, e.message)
+                } else {
+                    StageError::fatal(e.code, e.message)
+                }
+            })?;
+            match fidelity_problem(&chunk.text, &cleaned) {
+                None => {
+                    result = Some(CleanedChunk {
+                        text: cleaned,
+                        fallback: false,
+                    });
+                    break;
+                }
+                Some(p) => problem = p,
+            }
+        }
+        let done = match result {
+            Some(done) => done,
+            None => {
+                ctx.event(
+                    "stage_warning",
+                    format!(
+                        "chunk {} of {total} kept as normalized source: the cleaned text was not faithful ({problem})",
+                        chunk.index + 1
+                    ),
+                )
+                .await?;
+                CleanedChunk {
+                    text: normalize_whitespace(&chunk.text),
+                    fallback: true,
+                }
+            }
+        };
+        ctx.save_part(&key, &done).await?;
+        Ok(done)
+    }
+}

@@ -1,0 +1,98 @@
+//! `index`: publishes a run's results in one transaction: the classifier and summarizer
+//! outputs onto the document, and the cleaned and raw texts into the full-text indexes.
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use shelf_documents::{DocumentResults, DocumentStore};
+use shelf_engine::store::begin_write;
+use shelf_engine::{Stage, StageContext, StageError};
+
+use crate::StageDeps;
+use crate::errors::{from_documents, missing_input};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexOptions {}
+
+pub struct Index {
+    documents: DocumentStore,
+}
+
+impl Index {
+    pub fn new(deps: &StageDeps) -> Self {
+        Index {
+            documents: deps.documents.clone(),
+        }
+    }
+}
+
+async fn text_of(
+    documents: &DocumentStore,
+    ctx: &StageContext,
+    field: &str,
+) -> Result<String, StageError> {
+    let id = ctx
+        .inputs
+        .find_str(field)
+        .ok_or_else(|| missing_input(field))?;
+    Ok(shelf_documents::get_text(&documents.db, id)
+        .await
+        .map_err(from_documents)?
+        .ok_or_else(|| StageError::fatal("missing_input", format!("text {id} no longer exists")))?
+        .body)
+}
+
+#[async_trait]
+impl Stage for Index {
+    const KIND: &'static str = "index";
+    type Options = IndexOptions;
+
+    async fn run(&self, _options: &IndexOptions, ctx: &StageContext) -> Result<Value, StageError> {
+        let cleaned = text_of(&self.documents, ctx, "cleaned_text_id").await?;
+        let raw = text_of(&self.documents, ctx, "raw_text_id").await?;
+        let classification = ctx.inputs.find("classification");
+        let synopsis = ctx.inputs.find("synopsis");
+        let field = |v: Option<&Value>, k: &str| {
+            v.and_then(|v| v.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let results = DocumentResults {
+            classification_code: field(classification, "code"),
+            classification_label: field(classification, "label"),
+            classification_confidence: classification
+                .and_then(|c| c.get("confidence"))
+                .and_then(Value::as_f64),
+            title: field(synopsis, "title"),
+            summary: field(synopsis, "summary"),
+            tags: synopsis
+                .and_then(|s| s.get("tags"))
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            suggested_stem: field(synopsis, "suggested_stem"),
+        };
+        let db = &self.documents.db;
+        let txn = begin_write(db)
+            .await
+            .map_err(|e| StageError::retryable("storage_error", e.to_string()))?;
+        shelf_documents::set_results(&txn, &ctx.subject, &results)
+            .await
+            .map_err(from_documents)?;
+        shelf_documents::index_document_in(&txn, &ctx.subject, &ctx.run_id, &cleaned, &raw)
+            .await
+            .map_err(from_documents)?;
+        txn.commit()
+            .await
+            .map_err(|e| StageError::retryable("storage_error", e.to_string()))?;
+        Ok(
+            json!({ "indexed": true, "cleaned_chars": cleaned.chars().count(), "raw_chars": raw.chars().count() }),
+        )
+    }
+}

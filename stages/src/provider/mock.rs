@@ -1,0 +1,141 @@
+//! The deterministic `mock` provider for tests and benchmarks: the same input always gives the
+//! same output, with no model and no network. An optional per-call delay makes stages slow
+//! enough for crash and cancellation tests.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+use super::{Classification, CleanRequest, Provider, ProviderError, Synopsis, slug};
+use crate::chunk::normalize_whitespace;
+
+#[derive(Debug, Clone, Default)]
+pub struct MockProvider {
+    /// Sleep this long in every call.
+    pub delay: Duration,
+}
+
+impl MockProvider {
+    async fn pause(&self) {
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+    }
+}
+
+const STOPWORDS: &[&str] = &[
+    "about", "after", "also", "been", "before", "being", "between", "both", "could", "does",
+    "each", "from", "have", "here", "into", "more", "most", "much", "must", "only", "other",
+    "over", "same", "should", "some", "such", "than", "that", "their", "them", "then", "there",
+    "these", "they", "this", "those", "through", "under", "very", "were", "what", "when", "where",
+    "which", "while", "will", "with", "would", "your",
+];
+
+#[async_trait]
+impl Provider for MockProvider {
+    fn name(&self) -> &'static str {
+        "mock"
+    }
+
+    async fn clean(&self, request: CleanRequest<'_>) -> Result<String, ProviderError> {
+        self.pause().await;
+        Ok(normalize_whitespace(request.text))
+    }
+
+    /// A Dewey division chosen by the text's hash: deterministic, not meaningful.
+    async fn classify(
+        &self,
+        text: &str,
+        _prompt_version: &str,
+    ) -> Result<Classification, ProviderError> {
+        self.pause().await;
+        let digest = Sha256::digest(text.as_bytes());
+        Ok(Classification {
+            code: format!("{}{}0", digest[0] % 10, digest[1] % 10),
+            confidence: 0.5,
+        })
+    }
+
+    /// Extractive: the first line as title, the first sentences as summary, the most frequent
+    /// longer words as tags.
+    async fn summarize(&self, text: &str) -> Result<Synopsis, ProviderError> {
+        self.pause().await;
+        let title: String = text
+            .lines()
+            .map(|l| l.trim().trim_start_matches('#').trim())
+            .find(|l| !l.is_empty())
+            .unwrap_or("Untitled document")
+            .chars()
+            .take(120)
+            .collect();
+        let body: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect();
+        let body = body.join("\n");
+        let mut summary = String::new();
+        for sentence in body.split_inclusive(['.', '!', '?']) {
+            let sentence = sentence.split_whitespace().collect::<Vec<_>>().join(" ");
+            if summary.len() + sentence.len() > 400 {
+                break;
+            }
+            if !summary.is_empty() {
+                summary.push(' ');
+            }
+            summary.push_str(&sentence);
+            if summary.len() > 200 {
+                break;
+            }
+        }
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for word in text.split(|c: char| !c.is_alphanumeric()) {
+            let word = word.to_lowercase();
+            if word.chars().count() >= 4
+                && !word.chars().all(|c| c.is_ascii_digit())
+                && !STOPWORDS.contains(&word.as_str())
+            {
+                *counts.entry(word).or_default() += 1;
+            }
+        }
+        let mut ranked: Vec<(String, usize)> = counts.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let tags = ranked.into_iter().take(5).map(|(w, _)| w).collect();
+        Ok(Synopsis {
+            suggested_stem: slug(&title),
+            title,
+            summary,
+            tags,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn is_deterministic() {
+        let p = MockProvider::default();
+        let text = "# Horses\n\nHorses are animals. Horses eat hay. Hay is grass.";
+        assert_eq!(
+            p.classify(text, "dewey_v2").await.unwrap(),
+            p.classify(text, "dewey_v2").await.unwrap()
+        );
+        let s = p.summarize(text).await.unwrap();
+        assert_eq!(s.title, "Horses");
+        assert_eq!(s.suggested_stem, "horses");
+        assert_eq!(s.tags[0], "horses");
+        assert_eq!(
+            s.summary,
+            "Horses are animals. Horses eat hay. Hay is grass."
+        );
+    }
+
+    #[test]
+    fn slugs_are_safe() {
+        assert_eq!(slug("Hello, World! Ünïcode"), "hello-world-ncode");
+        assert_eq!(slug("???"), "document");
+    }
+}
