@@ -174,10 +174,20 @@ impl Shelf {
 
     /// Runs an existing run to its end in this process, with the same engine a worker uses.
     pub async fn run_here(&self, run_id: &str) -> Result<RunRecord, AppError> {
+        self.run_here_until(run_id, CancellationToken::new()).await
+    }
+
+    /// Like [`Shelf::run_here`], but stops when `shutdown` trips: the run then goes back to the
+    /// queue with its checkpoints, resumable by any worker.
+    pub async fn run_here_until(
+        &self,
+        run_id: &str,
+        shutdown: CancellationToken,
+    ) -> Result<RunRecord, AppError> {
         let worker = format!("inprocess-{}", std::process::id());
         Ok(self
             .engine
-            .run_in_process(run_id, &worker, CancellationToken::new())
+            .run_in_process(run_id, &worker, shutdown)
             .await?)
     }
 

@@ -89,16 +89,25 @@ impl Stage for Clean {
             .iter()
             .map(|c| self.clean_chunk(ctx, c, prompt_version, total))
             .collect();
-        let results: Vec<Result<CleanedChunk, StageError>> = futures::stream::iter(pending)
+        let results: Vec<Result<(CleanedChunk, bool), StageError>> = futures::stream::iter(pending)
             .buffered(self.concurrency)
             .collect()
             .await;
         let mut cleaned = Vec::with_capacity(total);
         let mut fallbacks = 0;
+        let mut reused = 0;
         for result in results {
-            let chunk = result?;
+            let (chunk, was_reused) = result?;
             fallbacks += usize::from(chunk.fallback);
+            reused += usize::from(was_reused);
             cleaned.push(chunk.text);
+        }
+        if reused > 0 {
+            ctx.event(
+                "chunks_reused",
+                format!("{reused} of {total} chunks reused from checkpoints"),
+            )
+            .await?;
         }
         let body = chunk::join(&chunks, &cleaned);
         let chars = body.chars().count();
@@ -121,6 +130,7 @@ impl Stage for Clean {
             "chars": chars,
             "chunks": total,
             "fallback_chunks": fallbacks,
+            "reused_chunks": reused,
             "provider": self.provider.name(),
             "prompt_version": prompt_version,
         }))
@@ -134,12 +144,12 @@ impl Clean {
         chunk: &Chunk,
         prompt_version: &str,
         total: usize,
-    ) -> Result<CleanedChunk, StageError> {
+    ) -> Result<(CleanedChunk, bool), StageError> {
         // The key names the chunk's content, so a changed chunking never reuses a wrong piece.
         let digest = hex::encode(&Sha256::digest(format!("{prompt_version}\0{}", chunk.text))[..8]);
         let key = format!("chunk-{}-{digest}", chunk.index);
         if let Some(done) = ctx.part::<CleanedChunk>(&key).await? {
-            return Ok(done);
+            return Ok((done, true));
         }
         let request = CleanRequest {
             text: &chunk.text,
@@ -185,6 +195,6 @@ impl Clean {
             }
         };
         ctx.save_part(&key, &done).await?;
-        Ok(done)
+        Ok((done, false))
     }
 }

@@ -66,7 +66,7 @@ pub async fn run(command: Command) -> CliResult {
             let run = shelf.retry(&run_id).await.or_fail(json)?;
             if process {
                 shelf.run_here(&run.id).await.or_fail(json)?;
-                return super::runs::show(&shelf, &run.id, json, false).await;
+                return super::runs::show_run(&shelf, &run.id, json, false, true).await;
             }
             if json {
                 print_json(&shelf.run_view(&run.id).await.or_fail(json)?);

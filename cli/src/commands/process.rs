@@ -42,5 +42,5 @@ pub async fn run(args: Args) -> CliResult {
             crate::output::Failure::new("no run was created", "run_submission_failed", EXIT_FAILED)
         })?;
     // The exit code says whether the run failed.
-    super::runs::show(&shelf, &run.id, args.json, false).await
+    super::runs::show_run(&shelf, &run.id, args.json, false, true).await
 }

@@ -62,8 +62,19 @@ pub async fn run(args: Args) -> CliResult {
     }
 }
 
-/// Prints one run (and follows it); the exit code says whether it failed.
+/// Prints one run (and follows it). When the caller waited for the run (`--follow`, `shelf
+/// process`), the exit code says whether it failed; a plain look at a run exits 0.
 pub async fn show(shelf: &Shelf, id: &str, json: bool, follow: bool) -> CliResult {
+    show_run(shelf, id, json, follow, follow).await
+}
+
+pub async fn show_run(
+    shelf: &Shelf,
+    id: &str,
+    json: bool,
+    follow: bool,
+    exit_on_status: bool,
+) -> CliResult {
     let mut after = 0i64;
     if follow && !json {
         loop {
@@ -136,7 +147,7 @@ pub async fn show(shelf: &Shelf, id: &str, json: bool, follow: bool) -> CliResul
         }
     }
     Ok(match detail.run.status.as_str() {
-        "failed" | "canceled" => ExitCode::from(EXIT_FAILED),
+        "failed" | "canceled" if exit_on_status => ExitCode::from(EXIT_FAILED),
         _ => ExitCode::SUCCESS,
     })
 }

@@ -1,0 +1,164 @@
+//! Starting the built `shelf` binary against a fresh data directory.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// The `shelf` binary cargo built next to this test binary.
+pub fn shelf_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    let bin = dir.join(format!("shelf{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo test --workspace` (it builds the shelf binary)",
+        bin.display()
+    );
+    bin
+}
+
+/// Real documents vendored from ../shared/corpus (see tests/corpus/README.md).
+pub fn corpus(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus")
+        .join(relative)
+}
+
+/// A fresh data directory and the environment every command of a test shares.
+pub struct Env {
+    pub dir: TempDir,
+    pub vars: Vec<(String, String)>,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        Env {
+            vars: vec![
+                ("SHELF_DATA_DIR".into(), data.display().to_string()),
+                ("SHELF_LLM_PROVIDER".into(), "mock".into()),
+            ],
+            dir,
+        }
+    }
+
+    pub fn with(mut self, key: &str, value: &str) -> Env {
+        self.vars.retain(|(k, _)| k != key);
+        self.vars.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A file the test writes into its own directory.
+    pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.dir.path().join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&path, contents).expect("write");
+        path
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(shelf_bin());
+        for (key, _) in std::env::vars() {
+            if key.starts_with("SHELF_") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.args(args)
+            .envs(self.vars.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run shelf")
+    }
+
+    /// Runs a command that must succeed and prints JSON; returns that JSON.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "shelf {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "shelf {args:?} printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+
+    /// Starts a long-running command (worker, api) that is killed when dropped.
+    pub fn spawn(&self, args: &[&str]) -> Running {
+        let child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn shelf");
+        Running { child }
+    }
+}
+
+pub struct Running {
+    pub child: Child,
+}
+
+impl Running {
+    /// SIGKILL: no chance to clean up, like a crash or an OOM kill.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    pub fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `check` until it returns Some, or panics after `timeout`.
+pub fn wait_for<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
