@@ -2,14 +2,18 @@
 //! (ingest, runs, search, pipelines, workers). The CLI and the API are thin layers over
 //! [`Shelf`]; neither re-implements the other.
 
+pub mod audit;
 pub mod db;
+pub mod documents_service;
 pub mod error;
 pub mod hooks;
 pub mod pipelines;
 pub mod providers;
+pub mod readiness;
 pub mod runs;
 pub mod settings;
 pub mod shelf;
+pub mod uploads;
 
 pub use error::AppError;
 pub use runs::{RunView, StageView};

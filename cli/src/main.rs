@@ -27,6 +27,8 @@ enum Command {
     Import(commands::import::Args),
     /// Create a run for an ingested document (POST /runs).
     Process(commands::process::Args),
+    /// Serve the HTTP API until stopped (needs `shelf migrate` first).
+    Api(commands::api::Args),
     /// Take runs from the durable queue and execute them until stopped.
     Worker(commands::worker::Args),
     /// List runs, or show one run with its stages and events.
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
             Command::Migrate(args) => commands::migrate::run(args).await,
             Command::Import(args) => commands::import::run(args).await,
             Command::Process(args) => commands::process::run(args).await,
+            Command::Api(args) => commands::api::run(args).await,
             Command::Worker(args) => commands::worker::run(args).await,
             Command::Runs(args) => commands::runs::run(args).await,
             Command::Search(args) => commands::search::run(args).await,

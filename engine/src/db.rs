@@ -29,6 +29,8 @@ pub async fn connect(path: &Path, max_connections: u32) -> Result<DatabaseConnec
                 .synchronous(SqliteSynchronous::Normal)
                 .foreign_keys(true)
                 .busy_timeout(BUSY_TIMEOUT)
+                // 32 MiB of page cache per connection: fewer reads through the kernel.
+                .pragma("cache_size", "-32768")
         });
     Database::connect(options).await
 }

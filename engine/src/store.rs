@@ -390,7 +390,7 @@ impl RunStore {
                status = 'running', lease_owner = ?, lease_token = lease_token + 1, due_at = ?, \
                claims = claims + 1, started_at = COALESCE(started_at, ?) \
              WHERE id = (SELECT id FROM runs WHERE status IN ('queued', 'running') AND due_at <= ? {filter} \
-                         ORDER BY due_at, created_at LIMIT 1) \
+                         ORDER BY due_at LIMIT 1) \
              RETURNING *"
         );
         let mut all: Vec<SqlValue> = vec![
@@ -585,7 +585,7 @@ impl RunStore {
         let rows = self
             .db
             .query_all_raw(stmt(
-                "SELECT * FROM runs WHERE status IN ('queued', 'running') ORDER BY due_at, created_at LIMIT ? OFFSET ?",
+                "SELECT * FROM runs WHERE status IN ('queued', 'running') ORDER BY due_at LIMIT ? OFFSET ?",
                 vec![
                     (limit.min(i64::MAX as u64) as i64).into(),
                     (offset.min(i64::MAX as u64) as i64).into(),

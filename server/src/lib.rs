@@ -1,1 +1,59 @@
-//! placeholder
+//! Shelf's HTTP API: the axum router and its security envelope (authentication, scopes, rate
+//! limit, audit, request limits, security headers, request ids), the one error-code table, the
+//! OpenAPI document, and serving with graceful shutdown. Business rules live in `shelf-app`;
+//! this crate only translates HTTP to those calls and back.
+
+pub mod audit;
+pub mod auth;
+pub mod client_ip;
+pub mod error;
+pub mod extract;
+pub mod middleware;
+pub mod model;
+pub mod openapi;
+pub mod policy;
+pub mod rate_limit;
+pub mod routes;
+pub mod serve;
+pub mod state;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+
+pub use error::{ApiError, ErrorCode};
+pub use serve::{BindError, BoundServer, bind};
+pub use state::{AppState, ServerOptions};
+
+/// The whole application. The layers wrap the router itself (rather than each route), so they
+/// run before routing: an unknown path still needs a credential, and an oversized body is
+/// refused whatever route it was sent to. Outermost first:
+///
+/// 1. request id and the request span;
+/// 2. security headers, on every response;
+/// 3. error bodies: JSON for every error, causes logged once;
+/// 4. panics become `server_error`;
+/// 5. authentication, scope and rate limit (denials audited);
+/// 6. `SHELF_API_MAX_REQUEST_BYTES`.
+pub fn router(state: AppState) -> Router {
+    let max_request_bytes = state.shelf.settings.api_max_request_bytes;
+    let inner = routes::routes().with_state(state.clone());
+    Router::new().fallback_service(inner).layer(
+        ServiceBuilder::new()
+            .layer(axum::middleware::from_fn(middleware::request_id))
+            .layer(axum::middleware::from_fn(middleware::security_headers))
+            .layer(axum::middleware::from_fn(middleware::errors))
+            .layer(CatchPanicLayer::custom(middleware::panic_response))
+            .layer(axum::middleware::from_fn_with_state(
+                state,
+                auth::authorize,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                max_request_bytes,
+                middleware::limit_request_size,
+            ))
+            // Our own limit above replaces axum's 2 MB default (uploads stream far more).
+            .layer(DefaultBodyLimit::disable()),
+    )
+}

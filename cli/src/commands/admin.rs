@@ -1,4 +1,4 @@
-//! `shelf admin ...`: run cancel and retry, queue inspection.
+//! `shelf admin ...`: run cancel and retry, queue inspection, the API audit trail.
 
 use std::process::ExitCode;
 
@@ -24,6 +24,15 @@ pub enum Command {
     },
     /// Inspect the durable queue: runs waiting or held by a worker.
     Queue {
+        #[arg(long, default_value_t = 50)]
+        limit: u64,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Denied API requests (authentication, scope, rate limit), newest first.
+    ApiAudit {
         #[arg(long, default_value_t = 50)]
         limit: u64,
         #[arg(long, default_value_t = 0)]
@@ -118,6 +127,43 @@ pub async fn run(command: Command) -> CliResult {
                         r.lease_owner.as_deref().unwrap_or("-"),
                         r.claims,
                         r.reclaims
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::ApiAudit {
+            limit,
+            offset,
+            json,
+        } => {
+            let shelf = super::open(json).await?;
+            let page = shelf
+                .audit_events(limit.min(1000), offset)
+                .await
+                .or_fail(json)?;
+            if json {
+                print_json(&page);
+            } else {
+                println!(
+                    "{} denied request(s); showing {} from offset {}",
+                    page.total,
+                    page.events.len(),
+                    page.offset
+                );
+                for e in &page.events {
+                    println!(
+                        "{} {:<18} {:<7} {} client {} credential {} scope {}{}",
+                        e.created_at,
+                        e.reason,
+                        e.method,
+                        e.path,
+                        e.client_host.as_deref().unwrap_or("-"),
+                        if e.credential_present { "yes" } else { "no" },
+                        e.scope.as_deref().unwrap_or("-"),
+                        e.retry_after_seconds
+                            .map(|s| format!(" retry-after {s}s"))
+                            .unwrap_or_default()
                     );
                 }
             }

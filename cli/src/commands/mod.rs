@@ -1,6 +1,7 @@
 //! One module per `shelf` command.
 
 pub mod admin;
+pub mod api;
 pub mod import;
 pub mod migrate;
 pub mod pipeline;

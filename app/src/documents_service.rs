@@ -1,0 +1,100 @@
+//! The document operations the API adds to [`Shelf`]: listing, lookup, deletion, bounded
+//! content pages, uploads, facets, the classification table and the audit trail. Thin calls
+//! into the document store, so the CLI can use the same ones.
+
+use std::collections::BTreeMap;
+
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use shelf_documents::{
+    ContentPage, Deleted, Document, SearchFacets, SearchRequest, content_page, dewey,
+};
+
+use crate::audit::{self, AuditPage, DenialEvent};
+use crate::error::AppError;
+use crate::shelf::Shelf;
+use crate::uploads::{UploadError, UploadSink};
+
+impl Shelf {
+    /// A page of documents, newest first, with the total count.
+    pub async fn list_documents(
+        &self,
+        limit: u64,
+        offset: u64,
+    ) -> Result<(Vec<Document>, u64), AppError> {
+        Ok(self.documents.list(limit, offset).await?)
+    }
+
+    pub async fn document(&self, id: &str) -> Result<Document, AppError> {
+        Ok(self.documents.get(id).await?)
+    }
+
+    /// Deletes a document, its runs, texts and index rows, and the upload files it owns.
+    pub async fn delete_document(&self, id: &str) -> Result<Deleted, AppError> {
+        Ok(self.documents.delete(id).await?)
+    }
+
+    /// A page of the latest cleaned output. Without `limit`, and never more than,
+    /// `SHELF_API_MAX_CONTENT_CHARS` characters: the full text is an export's job.
+    pub async fn content(
+        &self,
+        id: &str,
+        offset: u64,
+        limit: Option<u64>,
+    ) -> Result<ContentPage, AppError> {
+        let cap = self.settings.api_max_content_chars as u64;
+        let limit = limit.map_or(cap, |l| l.min(cap));
+        Ok(content_page(&self.db, id, offset, limit).await?)
+    }
+
+    /// Starts an upload capped at `SHELF_API_MAX_UPLOAD_BYTES`; the filename is checked now.
+    pub fn begin_upload(&self, filename: &str) -> Result<UploadSink, UploadError> {
+        UploadSink::begin(
+            self.documents.clone(),
+            filename,
+            self.settings.api_max_upload_bytes,
+        )
+    }
+
+    pub async fn search_facets(
+        &self,
+        request: &SearchRequest,
+        facet_limit: Option<u64>,
+    ) -> Result<SearchFacets, AppError> {
+        Ok(shelf_documents::search_facets(&self.db, request, facet_limit).await?)
+    }
+
+    /// The built-in Dewey classes and divisions, plus every finer code a classifier wrote to a
+    /// document (with its stored label).
+    pub async fn classifications(&self) -> Result<BTreeMap<String, String>, AppError> {
+        let mut all = dewey::all();
+        let rows = self
+            .db
+            .query_all_raw(Statement::from_string(
+                DbBackend::Sqlite,
+                "SELECT DISTINCT classification AS code, classification_label AS label \
+                 FROM documents WHERE classification IS NOT NULL",
+            ))
+            .await?;
+        for row in rows {
+            let code: String = row.try_get("", "code")?;
+            let stored: Option<String> = row.try_get("", "label")?;
+            if all.contains_key(&code) || !dewey::is_valid_code(&code) {
+                continue;
+            }
+            if let Some(label) = stored.or_else(|| dewey::label(&code).map(str::to_string)) {
+                all.insert(code, label);
+            }
+        }
+        Ok(all)
+    }
+
+    /// Stores denied requests, pruning rows past `SHELF_API_AUDIT_RETENTION_DAYS`.
+    pub async fn record_denials(&self, events: &[DenialEvent]) -> Result<(), AppError> {
+        audit::record(&self.db, events, self.settings.api_audit_retention_days).await
+    }
+
+    /// A page of audit rows, newest first.
+    pub async fn audit_events(&self, limit: u64, offset: u64) -> Result<AuditPage, AppError> {
+        audit::list(&self.db, limit, offset).await
+    }
+}

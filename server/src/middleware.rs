@@ -1,0 +1,199 @@
+//! The cross-cutting layers every request passes: request ids and the request span, security
+//! headers, the request size limit, JSON bodies for every error (also the framework's own), the
+//! one log line per error cause, and panics turned into `server_error`.
+
+use std::any::Any;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
+
+use crate::error::{ApiError, ErrorCause, ErrorCode};
+use crate::extract::request_too_large;
+
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The id of the request being served, for handlers that log.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// A client-supplied id is kept when it is short and plain (it ends up in logs); otherwise a
+/// new one is made.
+fn acceptable_request_id(value: &HeaderValue) -> Option<String> {
+    let text = value.to_str().ok()?;
+    let ok = (1..=128).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+    ok.then(|| text.to_string())
+}
+
+fn new_request_id() -> String {
+    format!("req_{:016x}", fastrand::u64(..))
+}
+
+/// Echoes or assigns `x-request-id`, and runs the request inside an INFO span (tower-http's
+/// are DEBUG, which OpenTelemetry setups filter out).
+pub async fn request_id(mut req: Request, next: Next) -> Response {
+    let id = req
+        .headers()
+        .get(&REQUEST_ID)
+        .and_then(acceptable_request_id)
+        .unwrap_or_else(new_request_id);
+    let header_value = HeaderValue::from_str(&id).ok();
+    if let Some(value) = &header_value {
+        req.headers_mut().insert(REQUEST_ID, value.clone());
+    }
+    req.extensions_mut().insert(RequestId(id.clone()));
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %req.method(),
+        path = %req.uri().path(),
+    );
+    let started = Instant::now();
+    let mut response = next.run(req).instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::debug!(
+            status = response.status().as_u16(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "request_finished"
+        );
+    });
+    if let Some(value) = header_value {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    response
+}
+
+const SECURITY_HEADERS: &[(&str, &str)] = &[
+    ("x-content-type-options", "nosniff"),
+    ("x-frame-options", "DENY"),
+    ("referrer-policy", "no-referrer"),
+    (
+        "permissions-policy",
+        "accelerometer=(), camera=(), geolocation=(), gyroscope=(), magnetometer=(), \
+         microphone=(), payment=(), usb=(), interest-cohort=()",
+    ),
+    ("cache-control", "no-store"),
+    (
+        "content-security-policy",
+        "default-src 'none'; frame-ancestors 'none'",
+    ),
+];
+
+/// SPEC.md's response headers on every response: JSON, text, event streams and errors alike.
+pub async fn security_headers(req: Request, next: Next) -> Response {
+    let mut response = next.run(req).await;
+    let headers = response.headers_mut();
+    for (name, value) in SECURITY_HEADERS {
+        headers.insert(*name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// `SHELF_API_MAX_REQUEST_BYTES`, before routing: a declared `Content-Length` over the limit is
+/// refused without reading a byte; otherwise the body is wrapped so that streaming past the
+/// limit fails the read (extractors turn that failure into `request_too_large`).
+pub async fn limit_request_size(State(max): State<u64>, req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|len| len > max) {
+        return request_too_large().into_response();
+    }
+    let limit = usize::try_from(max).unwrap_or(usize::MAX);
+    let req = req.map(|body| Body::new(http_body_util::Limited::new(body, limit)));
+    next.run(req).await
+}
+
+/// Every error response leaves with a JSON `{detail, code}` body: responses that arrive
+/// without one (the router's 405, a layer's rejection) get the body of their status. The cause
+/// an [`ApiError`] attached is logged here, once, and never sent.
+pub async fn errors(req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let mut response = next.run(req).await;
+    let status = response.status();
+    if let Some(ErrorCause(cause)) = response.extensions_mut().remove::<ErrorCause>() {
+        if status.is_server_error() {
+            tracing::error!(%method, %path, status = status.as_u16(), cause = %cause, "request failed");
+        } else {
+            tracing::warn!(%method, %path, status = status.as_u16(), cause = %cause, "request refused");
+        }
+    }
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return response;
+    }
+    let code = ErrorCode::for_status(status);
+    let detail = match code {
+        ErrorCode::NotFound => "Not Found",
+        ErrorCode::MethodNotAllowed => "Method Not Allowed",
+        ErrorCode::RequestTooLarge => "Request body exceeds the configured limit",
+        _ => status.canonical_reason().unwrap_or("Request failed"),
+    };
+    let mut replaced = ApiError::new(code, detail).into_response();
+    *replaced.status_mut() = status;
+    // Keep what the original said beyond its body (e.g. `Allow` on a 405).
+    let (parts, _) = response.into_parts();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            replaced.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    replaced
+}
+
+/// The fallback for unknown routes.
+pub async fn not_found() -> ApiError {
+    ApiError::not_found("Not Found")
+}
+
+/// `CatchPanicLayer`'s handler: the panic text is a cause, never a detail.
+pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
+    let text = if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    };
+    ApiError::internal(format!("handler panicked: {text}")).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_are_plain_and_bounded() {
+        assert_eq!(
+            acceptable_request_id(&HeaderValue::from_static("abc-123_x.y:z")),
+            Some("abc-123_x.y:z".into())
+        );
+        assert_eq!(
+            acceptable_request_id(&HeaderValue::from_static("has space")),
+            None
+        );
+        let long = "a".repeat(129);
+        assert_eq!(
+            acceptable_request_id(&HeaderValue::from_str(&long).expect("header")),
+            None
+        );
+        assert!(new_request_id().starts_with("req_"));
+    }
+}

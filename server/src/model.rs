@@ -1,0 +1,518 @@
+//! The JSON shapes of the API (DECISIONS.md's, plus Shelf's additions), as types that both
+//! serialize the responses and describe them in `/openapi.json`. Built from the application's
+//! types with `From`, so the wire shape is owned here and the domain stays free of HTTP.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use shelf_app::documents::{
+    ContentPage, Document, FacetCount, MatchMode, SearchBody, SearchFacets, SearchHit, SearchIds,
+    SearchPage,
+};
+use shelf_app::engine::EventRecord;
+use shelf_app::{RunView, StageView};
+use utoipa::ToSchema;
+
+/// A document.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DocumentOut {
+    /// `doc_` + the first 16 hex digits of the SHA-256 of the bytes.
+    pub id: String,
+    /// Normalized filename.
+    pub filename: String,
+    /// `ingested`, `processing`, `ready` or `failed`.
+    pub status: String,
+    pub byte_size: u64,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Dewey code, or null.
+    pub classification: Option<String>,
+    pub classification_label: Option<String>,
+    pub classification_confidence: Option<f64>,
+    pub title: Option<String>,
+    pub summary: Option<String>,
+    pub tags: Vec<String>,
+    pub suggested_stem: Option<String>,
+    pub extension: String,
+    /// `upload` or `import`.
+    pub source_kind: String,
+    pub sha256: String,
+    /// On ingest responses: true when identical bytes were already stored (nothing was added).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duplicate: Option<bool>,
+}
+
+impl From<Document> for DocumentOut {
+    fn from(d: Document) -> Self {
+        DocumentOut {
+            id: d.id,
+            filename: d.filename,
+            status: d.status.as_str().to_string(),
+            byte_size: d.byte_size,
+            created_at: d.created_at,
+            updated_at: d.updated_at,
+            classification: d.classification,
+            classification_label: d.classification_label,
+            classification_confidence: d.classification_confidence,
+            title: d.title,
+            summary: d.summary,
+            tags: d.tags,
+            suggested_stem: d.suggested_stem,
+            extension: d.extension,
+            source_kind: d.source_kind.as_str().to_string(),
+            sha256: d.sha256,
+            duplicate: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DocumentList {
+    pub documents: Vec<DocumentOut>,
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DeletedOut {
+    pub id: String,
+    pub deleted: bool,
+    /// True when upload files owned by the document were removed (false for imports).
+    pub removed_files: bool,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ContentPageOut {
+    pub document_id: String,
+    pub text: String,
+    /// Characters in the whole cleaned output.
+    pub total_chars: u64,
+    pub offset: u64,
+    pub limit: u64,
+    /// True when characters follow this page.
+    pub truncated: bool,
+}
+
+impl From<ContentPage> for ContentPageOut {
+    fn from(p: ContentPage) -> Self {
+        ContentPageOut {
+            document_id: p.document_id,
+            text: p.text,
+            total_chars: p.total_chars,
+            offset: p.offset,
+            limit: p.limit,
+            truncated: p.truncated,
+        }
+    }
+}
+
+/// Multipart upload: one part named `file`.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)]
+pub struct UploadForm {
+    #[schema(value_type = String, format = Binary)]
+    pub file: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct StageOut {
+    pub name: String,
+    pub kind: String,
+    /// `pending`, `running`, `succeeded`, `failed`, `skipped` or `canceled`.
+    pub status: String,
+    pub attempts: i64,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub duration_ms: Option<i64>,
+    pub error: Option<String>,
+    /// The run whose checkpoint this stage reused.
+    pub reused_from: Option<String>,
+}
+
+impl From<StageView> for StageOut {
+    fn from(s: StageView) -> Self {
+        StageOut {
+            name: s.name,
+            kind: s.kind,
+            status: s.status,
+            attempts: s.attempts,
+            started_at: s.started_at,
+            finished_at: s.finished_at,
+            duration_ms: s.duration_ms,
+            error: s.error,
+            reused_from: s.reused_from,
+        }
+    }
+}
+
+/// A run.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunOut {
+    /// `run_` + 16 hex digits.
+    pub id: String,
+    pub document_id: String,
+    /// `queued`, `running`, `succeeded`, `failed` or `canceled`.
+    pub status: String,
+    /// The current or last stage.
+    pub stage: Option<String>,
+    pub total_chunks: i64,
+    pub completed_chunks: i64,
+    pub failed_chunks: i64,
+    pub error: Option<String>,
+    pub pipeline: String,
+    pub pipeline_sha256: String,
+    pub attempt: i64,
+    pub retry_of: Option<String>,
+    pub cancel_requested: bool,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    /// Present on single-run responses, absent from list items.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Vec<StageOut>>,
+}
+
+impl From<RunView> for RunOut {
+    fn from(r: RunView) -> Self {
+        RunOut {
+            id: r.id,
+            document_id: r.document_id,
+            status: r.status,
+            stage: r.stage,
+            total_chunks: r.total_chunks,
+            completed_chunks: r.completed_chunks,
+            failed_chunks: r.failed_chunks,
+            error: r.error,
+            pipeline: r.pipeline,
+            pipeline_sha256: r.pipeline_sha256,
+            attempt: r.attempt,
+            retry_of: r.retry_of,
+            cancel_requested: r.cancel_requested,
+            created_at: r.created_at,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            stages: r
+                .stages
+                .map(|stages| stages.into_iter().map(StageOut::from).collect()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunList {
+    pub runs: Vec<RunOut>,
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+}
+
+/// A cancel's result: the run, and whether it was canceled at once (`canceled`) or its worker
+/// was asked to stop (`requested`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CancelOut {
+    #[serde(flatten)]
+    pub run: RunOut,
+    pub outcome: String,
+}
+
+/// How a new run is processed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunProcessingMode {
+    /// Queued for `shelf worker` (default).
+    #[default]
+    Queue,
+    /// Processed by the API process in the background; released to the queue on shutdown.
+    Process,
+}
+
+/// `POST /runs`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct CreateRun {
+    pub document_id: String,
+    /// Pipeline name (default `SHELF_PIPELINE`).
+    #[serde(default)]
+    pub pipeline: Option<String>,
+    #[serde(default)]
+    pub processing_mode: Option<RunProcessingMode>,
+}
+
+/// `POST /documents/{id}/reprocess` (the body is optional).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct Reprocess {
+    #[serde(default)]
+    pub pipeline: Option<String>,
+    #[serde(default)]
+    pub processing_mode: Option<RunProcessingMode>,
+}
+
+/// One run event.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EventRecordOut {
+    /// Gap-free from 1 within a run; also the SSE `id`.
+    pub sequence: i64,
+    pub stage: String,
+    pub kind: String,
+    pub message: String,
+    pub created_at: String,
+}
+
+impl From<EventRecord> for EventRecordOut {
+    fn from(e: EventRecord) -> Self {
+        EventRecordOut {
+            sequence: e.sequence,
+            stage: e.stage,
+            kind: e.kind,
+            message: e.message,
+            created_at: e.created_at,
+        }
+    }
+}
+
+/// The text line `/events` and `/events/stream` show for an event.
+pub fn event_line(e: &EventRecord) -> String {
+    format!("[{}] {}: {}", e.created_at, e.stage, e.message)
+}
+
+/// `GET /runs/{id}/events`: event lines.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EventLines {
+    pub events: Vec<String>,
+    pub limit: u64,
+    pub offset: u64,
+    /// The run's status when the page was read (a terminal status means no more events).
+    pub run_status: String,
+}
+
+/// `GET /runs/{id}/events/records`: structured events.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EventRecords {
+    pub events: Vec<EventRecordOut>,
+    pub limit: u64,
+    pub offset: u64,
+    pub run_status: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Health {
+    /// Always `healthy` when the process answers.
+    pub status: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Ready {
+    pub status: String,
+    pub database: String,
+    pub storage: String,
+    pub applied_migrations: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Version {
+    pub version: String,
+    /// The commit the binary was built from (`unknown` outside a git checkout).
+    pub git_sha: String,
+    /// The newest migration this binary knows.
+    pub schema_version: String,
+    /// Open Knowledge Format version of exports.
+    pub okf_version: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Classifications {
+    /// Dewey code to label: the ten classes, the hundred divisions, and finer codes in use.
+    pub classifications: BTreeMap<String, String>,
+}
+
+/// The body of the search endpoints.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct SearchIn {
+    /// The text to search (at most 4,096 characters).
+    pub query: String,
+    /// Default 20, at most 500.
+    pub limit: Option<u64>,
+    pub offset: Option<u64>,
+    /// Exact Dewey code.
+    pub classification_code: Option<String>,
+    /// Code prefix: `636` matches `636` and `636.1`.
+    pub classification_prefix: Option<String>,
+    /// `ingested`, `processing`, `ready` or `failed`.
+    pub document_status: Option<String>,
+    pub filename_contains: Option<String>,
+    /// ISO-8601, inclusive.
+    pub created_after: Option<String>,
+    /// ISO-8601, inclusive.
+    pub created_before: Option<String>,
+    /// Treat the whole query as one phrase.
+    pub phrase: bool,
+    /// `cleaned` (default) or `raw`.
+    pub scope: Option<String>,
+    /// `auto` (default), `all` or `any`.
+    #[schema(value_type = Option<String>)]
+    pub match_mode: Option<MatchMode>,
+}
+
+impl From<SearchIn> for SearchBody {
+    fn from(s: SearchIn) -> Self {
+        SearchBody {
+            query: s.query,
+            limit: s.limit,
+            offset: s.offset,
+            classification_code: s.classification_code,
+            classification_prefix: s.classification_prefix,
+            document_status: s.document_status,
+            filename_contains: s.filename_contains,
+            created_after: s.created_after,
+            created_before: s.created_before,
+            phrase: s.phrase,
+            scope: s.scope,
+            match_mode: s.match_mode,
+        }
+    }
+}
+
+/// The body of `POST /search/facets`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct FacetsIn {
+    #[serde(flatten)]
+    pub search: SearchIn,
+    /// Buckets per facet: default 50, at most 500.
+    #[serde(default)]
+    pub facet_limit: Option<u64>,
+}
+
+fn match_mode_name(m: MatchMode) -> String {
+    match m {
+        MatchMode::Auto => "auto",
+        MatchMode::All => "all",
+        MatchMode::Any => "any",
+    }
+    .to_string()
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SearchIdsOut {
+    pub document_ids: Vec<String>,
+    /// Matching documents before limit/offset.
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+    /// How terms were combined: `all`, or `any` after an all-terms search found nothing.
+    pub match_mode: String,
+}
+
+impl From<SearchIds> for SearchIdsOut {
+    fn from(s: SearchIds) -> Self {
+        SearchIdsOut {
+            document_ids: s.document_ids,
+            total: s.total,
+            limit: s.limit,
+            offset: s.offset,
+            match_mode: match_mode_name(s.match_mode),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SearchHitOut {
+    pub document_id: String,
+    /// Null for raw-source hits.
+    pub run_id: Option<String>,
+    /// `cleaned` or `raw`.
+    pub source: String,
+    pub filename: String,
+    pub document_status: String,
+    pub created_at: String,
+    /// HTML-escaped excerpt with `<mark>` highlights.
+    pub snippet: String,
+    pub score: f64,
+    pub classification_code: Option<String>,
+    pub classification_label: Option<String>,
+}
+
+impl From<SearchHit> for SearchHitOut {
+    fn from(h: SearchHit) -> Self {
+        SearchHitOut {
+            document_id: h.document_id,
+            run_id: h.run_id,
+            source: h.source.as_str().to_string(),
+            filename: h.filename,
+            document_status: h.document_status.as_str().to_string(),
+            created_at: h.created_at,
+            snippet: h.snippet,
+            score: h.score,
+            classification_code: h.classification_code,
+            classification_label: h.classification_label,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SearchResultsOut {
+    pub results: Vec<SearchHitOut>,
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+    pub match_mode: String,
+}
+
+impl From<SearchPage> for SearchResultsOut {
+    fn from(p: SearchPage) -> Self {
+        SearchResultsOut {
+            results: p.results.into_iter().map(SearchHitOut::from).collect(),
+            total: p.total,
+            limit: p.limit,
+            offset: p.offset,
+            match_mode: match_mode_name(p.match_mode),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FacetCountOut {
+    pub value: String,
+    pub count: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+impl From<FacetCount> for FacetCountOut {
+    fn from(f: FacetCount) -> Self {
+        FacetCountOut {
+            value: f.value,
+            count: f.count,
+            label: f.label,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FacetsOut {
+    pub classifications: Vec<FacetCountOut>,
+    pub statuses: Vec<FacetCountOut>,
+    pub sources: Vec<FacetCountOut>,
+    pub filenames: Vec<FacetCountOut>,
+    pub match_mode: String,
+}
+
+impl From<SearchFacets> for FacetsOut {
+    fn from(f: SearchFacets) -> Self {
+        let list = |v: Vec<FacetCount>| v.into_iter().map(FacetCountOut::from).collect();
+        FacetsOut {
+            classifications: list(f.classifications),
+            statuses: list(f.statuses),
+            sources: list(f.sources),
+            filenames: list(f.filenames),
+            match_mode: match_mode_name(f.match_mode),
+        }
+    }
+}
+
+/// `GET /config`: the effective settings, secrets excluded (keys appear only as counts per
+/// scope, the provider credential only as `api_key_set`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(value_type = Object)]
+pub struct ConfigOut(pub Value);

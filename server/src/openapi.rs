@@ -1,0 +1,187 @@
+//! `/openapi.json`: generated from the handlers' annotations (utoipa, OpenAPI 3.1). Security
+//! requirements and the shared error responses are added by one modifier from
+//! [`crate::policy::required_access`], the function the auth middleware enforces, so the
+//! document cannot promise anything the server does not do.
+
+use axum::http::Method;
+use utoipa::openapi::path::{Operation, PathItem};
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
+use utoipa::{Modify, OpenApi};
+
+use crate::error::{ErrorBody, ErrorCode, ErrorDetail, ValidationIssue};
+use crate::model::*;
+use crate::policy::{Access, required_access};
+use crate::routes::{documents, events, runs, search, service};
+
+/// Names of the two security schemes; either one satisfies a protected operation.
+pub const API_KEY_SCHEME: &str = "api_key";
+pub const BEARER_SCHEME: &str = "bearer";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Shelf API",
+        description = "Document ingestion, cleaning and search. Errors are `{detail, code}`; \
+                       see docs/errors.md for every code.",
+    ),
+    paths(
+        documents::upload, documents::list, documents::get, documents::delete,
+        documents::reprocess, documents::content,
+        runs::create, runs::list, runs::get, runs::cancel, runs::retry,
+        events::lines, events::records, events::stream_lines, events::stream_records,
+        search::ids, search::results, search::facets,
+        service::health, service::ready, service::version, service::classifications,
+        service::config, service::openapi,
+    ),
+    components(schemas(
+        ErrorBody, ErrorDetail, ValidationIssue,
+        DocumentOut, DocumentList, DeletedOut, ContentPageOut, UploadForm,
+        RunOut, StageOut, RunList, CancelOut, CreateRun, Reprocess, RunProcessingMode,
+        runs::RetryIn,
+        EventRecordOut, EventLines, EventRecords,
+        SearchIn, FacetsIn, SearchIdsOut, SearchHitOut, SearchResultsOut, FacetCountOut, FacetsOut,
+        Health, Ready, Version, Classifications, ConfigOut,
+    )),
+    modifiers(&Envelope),
+    tags(
+        (name = "documents", description = "Uploads and stored documents"),
+        (name = "runs", description = "Processing runs"),
+        (name = "events", description = "Run events: pages and server-sent event streams"),
+        (name = "search", description = "Full-text search (read scope)"),
+        (name = "service", description = "Health, readiness, version, settings"),
+    )
+)]
+struct ApiDoc;
+
+/// The document served at `/openapi.json`.
+pub fn document() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+fn error_response(description: &str) -> RefOr<Response> {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .build()
+        .into()
+}
+
+/// Adds the security schemes, each operation's requirement, and the error responses any
+/// operation can give.
+struct Envelope;
+
+impl Modify for Envelope {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            API_KEY_SCHEME,
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "x-api-key",
+                "A configured key (SHELF_API_KEY, SHELF_API_KEYS, or one whose SHA-256 is configured)",
+            ))),
+        );
+        components.add_security_scheme(
+            BEARER_SCHEME,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("The same key as `Authorization: Bearer <key>`"))
+                    .build(),
+            ),
+        );
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            for (method, operation) in operations(item) {
+                decorate(&method, path, operation);
+            }
+        }
+    }
+}
+
+fn operations(item: &mut PathItem) -> Vec<(Method, &mut Operation)> {
+    [
+        (Method::GET, item.get.as_mut()),
+        (Method::PUT, item.put.as_mut()),
+        (Method::POST, item.post.as_mut()),
+        (Method::DELETE, item.delete.as_mut()),
+        (Method::OPTIONS, item.options.as_mut()),
+        (Method::HEAD, item.head.as_mut()),
+        (Method::PATCH, item.patch.as_mut()),
+        (Method::TRACE, item.trace.as_mut()),
+    ]
+    .into_iter()
+    .filter_map(|(method, op)| op.map(|op| (method, op)))
+    .collect()
+}
+
+fn decorate(method: &Method, path: &str, operation: &mut Operation) {
+    let responses = &mut operation.responses.responses;
+    // OpenAPI requires a description on every response: annotations that give none get the
+    // status's reason phrase.
+    for (status, response) in responses.iter_mut() {
+        if let RefOr::T(response) = response
+            && response.description.is_empty()
+        {
+            response.description = status
+                .parse::<u16>()
+                .ok()
+                .and_then(|s| axum::http::StatusCode::from_u16(s).ok())
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("Response")
+                .to_string();
+        }
+    }
+    let mut add = |status: u16, description: &str| {
+        responses
+            .entry(status.to_string())
+            .or_insert_with(|| error_response(description));
+    };
+    let access = required_access(method, path);
+    if access != Access::Open {
+        operation.security = Some(vec![
+            SecurityRequirement::new::<_, [&str; 0], &str>(API_KEY_SCHEME, []),
+            SecurityRequirement::new::<_, [&str; 0], &str>(BEARER_SCHEME, []),
+        ]);
+        add(
+            401,
+            "`invalid_api_key`: missing or wrong credential (with `WWW-Authenticate: Bearer`)",
+        );
+        add(
+            429,
+            "`rate_limited`: the identity's window is used up (with `Retry-After`)",
+        );
+        if access == Access::Write {
+            add(403, "`insufficient_scope`: a read-scope key on a write route");
+        }
+    }
+    let takes_input = operation.request_body.is_some()
+        || operation
+            .parameters
+            .as_ref()
+            .is_some_and(|p| !p.is_empty());
+    if takes_input {
+        add(
+            422,
+            "`validation_error`: detail is a list of `{loc, msg, type}`",
+        );
+    }
+    if operation.request_body.is_some() {
+        add(413, "`request_too_large`: body over the request limit");
+    }
+    add(500, "`server_error`: `Internal server error`; the cause is logged");
+}
+
+/// Every code of the table, for the description of the error schema (docs tests read it).
+pub fn error_codes() -> Vec<(&'static str, u16)> {
+    ErrorCode::ALL
+        .iter()
+        .map(|c| (c.as_str(), c.status().as_u16()))
+        .collect()
+}

@@ -1,0 +1,228 @@
+//! `/documents`: streamed uploads, listing, lookup, deletion, reprocessing and content pages.
+
+use axum::Json;
+use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
+use axum::extract::{Multipart, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use crate::error::{ApiError, ErrorBody, ErrorCode};
+use crate::extract::{ApiPath, ApiQuery, OptionalJson, page_limit, request_too_large};
+use crate::model::{
+    ContentPageOut, DeletedOut, DocumentList, DocumentOut, Reprocess, RunOut, UploadForm,
+};
+use crate::routes::runs::start_run;
+use crate::state::AppState;
+
+/// The multipart part that carries the upload.
+pub const FILE_PART: &str = "file";
+
+fn multipart_error(e: MultipartError) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        request_too_large()
+    } else {
+        ApiError::new(ErrorCode::BadRequest, "Malformed multipart body").with_cause(e.body_text())
+    }
+}
+
+/// Reads and discards a part that is not the upload (the request size limit bounds it).
+async fn skip(mut field: Field<'_>) -> Result<(), ApiError> {
+    while field.chunk().await.map_err(multipart_error)?.is_some() {}
+    Ok(())
+}
+
+/// Upload one document
+///
+/// Streams the part named `file` to disk while hashing it. Archive extensions are refused
+/// before any byte is written, archive signatures and binary text on the first bytes. Identical
+/// bytes return the stored document with `duplicate: true` (status 200).
+#[utoipa::path(
+    post, path = "/documents", tag = "documents",
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 201, description = "Stored", body = DocumentOut),
+        (status = 200, description = "Already stored (`duplicate: true`)", body = DocumentOut),
+        (status = 400, description = "`unsupported_file_type`, `archive_not_supported`, `ingest_failed`, `invalid_import_path`", body = ErrorBody),
+        (status = 413, description = "`upload_too_large` or `request_too_large`", body = ErrorBody),
+    )
+)]
+pub async fn upload(
+    State(state): State<AppState>,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<(StatusCode, Json<DocumentOut>), ApiError> {
+    let mut multipart = multipart.map_err(|e| {
+        ApiError::invalid(
+            &["body"],
+            format!("Expected a multipart/form-data body: {}", e.body_text()),
+            "value_error",
+        )
+    })?;
+    while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
+        if field.name() != Some(FILE_PART) {
+            skip(field).await?;
+            continue;
+        }
+        let filename = field.file_name().unwrap_or_default().to_string();
+        let mut sink = state.shelf.begin_upload(&filename)?;
+        while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+            sink.push(&chunk).await?;
+        }
+        let ingested = sink.finish().await?;
+        tracing::info!(
+            document_id = %ingested.document.id,
+            byte_size = ingested.document.byte_size,
+            duplicate = ingested.duplicate,
+            "document_uploaded"
+        );
+        let status = if ingested.duplicate {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        };
+        let mut out = DocumentOut::from(ingested.document);
+        out.duplicate = Some(ingested.duplicate);
+        return Ok((status, Json(out)));
+    }
+    Err(ApiError::invalid(
+        &["body", FILE_PART],
+        "Field required",
+        "missing",
+    ))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// Default 100, at most 1000.
+    pub limit: Option<u64>,
+    /// Default 0.
+    pub offset: Option<u64>,
+}
+
+/// List documents
+///
+/// Newest first.
+#[utoipa::path(
+    get, path = "/documents", tag = "documents", params(PageQuery),
+    responses((status = 200, body = DocumentList))
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<Json<DocumentList>, ApiError> {
+    let limit = page_limit("limit", q.limit, 100, 1000)?;
+    let offset = q.offset.unwrap_or(0);
+    let (documents, total) = state.shelf.list_documents(limit, offset).await?;
+    Ok(Json(DocumentList {
+        documents: documents.into_iter().map(DocumentOut::from).collect(),
+        total,
+        limit,
+        offset,
+    }))
+}
+
+/// Get a document
+#[utoipa::path(
+    get, path = "/documents/{id}", tag = "documents",
+    params(("id" = String, Path, description = "Document id")),
+    responses((status = 200, body = DocumentOut), (status = 404, body = ErrorBody))
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<DocumentOut>, ApiError> {
+    Ok(Json(state.shelf.document(&id).await?.into()))
+}
+
+/// Delete a document
+///
+/// Removes its runs, texts and index rows, and the upload files it owns. Refused with
+/// `invalid_import_path` when the upload directory is a symlink.
+#[utoipa::path(
+    delete, path = "/documents/{id}", tag = "documents",
+    params(("id" = String, Path, description = "Document id")),
+    responses(
+        (status = 200, body = DeletedOut),
+        (status = 404, body = ErrorBody),
+        (status = 400, description = "`invalid_import_path`", body = ErrorBody),
+    )
+)]
+pub async fn delete(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<DeletedOut>, ApiError> {
+    let deleted = state.shelf.delete_document(&id).await?;
+    tracing::info!(document_id = %deleted.id, removed_files = deleted.removed_files, "document_deleted");
+    Ok(Json(DeletedOut {
+        id: deleted.id,
+        deleted: true,
+        removed_files: deleted.removed_files,
+    }))
+}
+
+/// Reprocess a document
+///
+/// Creates a fresh run on the current pipeline file. The body is optional.
+#[utoipa::path(
+    post, path = "/documents/{id}/reprocess", tag = "documents",
+    params(("id" = String, Path, description = "Document id")),
+    request_body(content = Option<Reprocess>, content_type = "application/json"),
+    responses(
+        (status = 201, body = RunOut),
+        (status = 404, body = ErrorBody),
+        (status = 400, description = "`pipeline_not_found`, `invalid_pipeline`", body = ErrorBody),
+    )
+)]
+pub async fn reprocess(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    OptionalJson(body): OptionalJson<Reprocess>,
+) -> Result<(StatusCode, Json<RunOut>), ApiError> {
+    let body = body.unwrap_or_default();
+    let run = start_run(
+        &state,
+        &id,
+        body.pipeline.as_deref(),
+        body.processing_mode.unwrap_or_default(),
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(run)))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ContentQuery {
+    /// Characters to skip (default 0).
+    pub offset: Option<u64>,
+    /// Characters to return: default and maximum `SHELF_API_MAX_CONTENT_CHARS`.
+    pub limit: Option<u64>,
+}
+
+/// Page of the cleaned output
+///
+/// The latest cleaned output, `limit` characters from `offset`. 404 when the document has no
+/// cleaned output yet.
+#[utoipa::path(
+    get, path = "/documents/{id}/content", tag = "documents",
+    params(("id" = String, Path, description = "Document id"), ContentQuery),
+    responses((status = 200, body = ContentPageOut), (status = 404, body = ErrorBody))
+)]
+pub async fn content(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ContentQuery>,
+) -> Result<Json<ContentPageOut>, ApiError> {
+    if q.limit == Some(0) {
+        return Err(ApiError::invalid(
+            &["query", "limit"],
+            "Input should be greater than or equal to 1",
+            "greater_than_equal",
+        ));
+    }
+    let page = state
+        .shelf
+        .content(&id, q.offset.unwrap_or(0), q.limit)
+        .await?;
+    Ok(Json(page.into()))
+}

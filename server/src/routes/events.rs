@@ -1,0 +1,280 @@
+//! Run events: pages (`/events`, `/events/records`) and server-sent event streams that follow
+//! a run to its end (`/events/stream`, `/events/records/stream`). Streams resume after
+//! `Last-Event-ID`, send heartbeat comments while idle, end with `event: done` once the run is
+//! terminal, and end early (without `done`) when the server shuts down.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use serde::Deserialize;
+use serde_json::json;
+use shelf_app::AppError;
+use shelf_app::engine::EventRecord;
+use utoipa::IntoParams;
+
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{ApiPath, ApiQuery, page_limit};
+use crate::model::{EventLines, EventRecordOut, EventRecords, event_line};
+use crate::state::AppState;
+
+/// Events read per database round trip while streaming.
+const STREAM_PAGE: u64 = 500;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Default 500, at most 1000.
+    pub limit: Option<u64>,
+    /// Events to skip: the page starts at sequence `offset + 1`.
+    pub offset: Option<u64>,
+}
+
+async fn page(
+    state: &AppState,
+    id: &str,
+    q: EventsQuery,
+) -> Result<(Vec<EventRecord>, u64, u64, String), ApiError> {
+    let limit = page_limit("limit", q.limit, 500, 1000)?;
+    let offset = q.offset.unwrap_or(0);
+    let events = state.shelf.events(id, offset, limit).await?;
+    let status = state.shelf.run(id).await?.status.as_str().to_string();
+    Ok((events, limit, offset, status))
+}
+
+/// Run events as text lines
+#[utoipa::path(
+    get, path = "/runs/{id}/events", tag = "events",
+    params(("id" = String, Path, description = "Run id"), EventsQuery),
+    responses((status = 200, body = EventLines), (status = 404, body = ErrorBody))
+)]
+pub async fn lines(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<EventsQuery>,
+) -> Result<Json<EventLines>, ApiError> {
+    let (events, limit, offset, run_status) = page(&state, &id, q).await?;
+    Ok(Json(EventLines {
+        events: events.iter().map(event_line).collect(),
+        limit,
+        offset,
+        run_status,
+    }))
+}
+
+/// Run events as records
+#[utoipa::path(
+    get, path = "/runs/{id}/events/records", tag = "events",
+    params(("id" = String, Path, description = "Run id"), EventsQuery),
+    responses((status = 200, body = EventRecords), (status = 404, body = ErrorBody))
+)]
+pub async fn records(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<EventsQuery>,
+) -> Result<Json<EventRecords>, ApiError> {
+    let (events, limit, offset, run_status) = page(&state, &id, q).await?;
+    Ok(Json(EventRecords {
+        events: events.into_iter().map(EventRecordOut::from).collect(),
+        limit,
+        offset,
+        run_status,
+    }))
+}
+
+/// Follow run events as text lines
+///
+/// `text/event-stream`: one event per run event (`id:` its sequence, `data:` the line), then
+/// `event: done` with `{run_id, status}` once the run is terminal. Resume with `Last-Event-ID`.
+#[utoipa::path(
+    get, path = "/runs/{id}/events/stream", tag = "events",
+    params(
+        ("id" = String, Path, description = "Run id"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this sequence"),
+    ),
+    responses(
+        (status = 200, description = "Event stream", content_type = "text/event-stream", body = String),
+        (status = 404, body = ErrorBody),
+    )
+)]
+pub async fn stream_lines(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    stream(state, id, &headers, Format::Lines).await
+}
+
+/// Follow run events as records
+///
+/// `text/event-stream`: `event: run-event`, `id:` the sequence, `data:` the JSON record; then
+/// `event: done` with `{run_id, status}` once the run is terminal. Resume with `Last-Event-ID`.
+#[utoipa::path(
+    get, path = "/runs/{id}/events/records/stream", tag = "events",
+    params(
+        ("id" = String, Path, description = "Run id"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this sequence"),
+    ),
+    responses(
+        (status = 200, description = "Event stream", content_type = "text/event-stream", body = String),
+        (status = 404, body = ErrorBody),
+    )
+)]
+pub async fn stream_records(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    stream(state, id, &headers, Format::Records).await
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Format {
+    Lines,
+    Records,
+}
+
+fn last_event_id(headers: &HeaderMap) -> Result<i64, ApiError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(0);
+    };
+    value
+        .to_str()
+        .ok()
+        .map(str::trim)
+        .and_then(|v| v.parse::<i64>().ok())
+        .filter(|v| *v >= 0)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                &["header", "last-event-id"],
+                "Last-Event-ID must be an event sequence (a whole number)",
+                "int_parsing",
+            )
+        })
+}
+
+async fn stream(
+    state: AppState,
+    run_id: String,
+    headers: &HeaderMap,
+    format: Format,
+) -> Result<Response, ApiError> {
+    let after = last_event_id(headers)?;
+    state.shelf.run(&run_id).await?;
+    let heartbeat = state.options.sse_heartbeat;
+    let follow = Follow {
+        state,
+        run_id,
+        after,
+        pending: VecDeque::new(),
+        terminal: None,
+        finished: false,
+        format,
+    };
+    let sse = Sse::new(follow.into_stream())
+        .keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat"));
+    let mut response = sse.into_response();
+    // Reverse proxies (nginx) must pass events on as they come.
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// The state of one stream.
+struct Follow {
+    state: AppState,
+    run_id: String,
+    /// The last sequence sent.
+    after: i64,
+    pending: VecDeque<EventRecord>,
+    /// The terminal status, once seen; `done` follows the events read after it.
+    terminal: Option<String>,
+    finished: bool,
+    format: Format,
+}
+
+impl Follow {
+    fn into_stream(self) -> impl Stream<Item = Result<Event, Infallible>> {
+        futures::stream::unfold(self, |mut follow| async move {
+            let event = follow.next().await?;
+            Some((Ok(event), follow))
+        })
+    }
+
+    fn render(&self, record: EventRecord) -> Event {
+        let event = Event::default().id(record.sequence.to_string());
+        match self.format {
+            Format::Lines => event.data(event_line(&record)),
+            Format::Records => event.event("run-event").data(
+                serde_json::to_string(&EventRecordOut::from(record))
+                    .unwrap_or_else(|_| "{}".to_string()),
+            ),
+        }
+    }
+
+    fn failed(&mut self, error: impl std::fmt::Display) -> Event {
+        tracing::error!(run_id = %self.run_id, error = %error, "event stream failed");
+        self.finished = true;
+        Event::default()
+            .event("error")
+            .data(json!({"detail": "Internal server error", "code": "server_error"}).to_string())
+    }
+
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if self.finished {
+                return None;
+            }
+            if let Some(record) = self.pending.pop_front() {
+                self.after = record.sequence;
+                return Some(self.render(record));
+            }
+            let store = self.state.shelf.engine.store();
+            match store.events(&self.run_id, self.after, STREAM_PAGE).await {
+                Ok(events) if !events.is_empty() => {
+                    self.pending.extend(events);
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => return Some(self.failed(e)),
+            }
+            if let Some(status) = self.terminal.take() {
+                self.finished = true;
+                return Some(
+                    Event::default()
+                        .event("done")
+                        .data(json!({"run_id": self.run_id, "status": status}).to_string()),
+                );
+            }
+            match self.state.shelf.run(&self.run_id).await {
+                Ok(run) if run.status.is_terminal() => {
+                    // Read once more: events committed before the terminal status are
+                    // visible now, and must precede `done`.
+                    self.terminal = Some(run.status.as_str().to_string());
+                    continue;
+                }
+                Ok(_) => {}
+                Err(AppError::NotFound(_)) => {
+                    // The run's document was deleted while it was followed.
+                    self.finished = true;
+                    return Some(
+                        Event::default().event("error").data(
+                            json!({"detail": "Run not found", "code": "not_found"}).to_string(),
+                        ),
+                    );
+                }
+                Err(e) => return Some(self.failed(e)),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.state.options.sse_poll) => {}
+                _ = self.state.shutdown.cancelled() => return None,
+            }
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The routes of the API, one module per resource.
+
+pub mod documents;
+pub mod events;
+pub mod runs;
+pub mod search;
+pub mod service;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+use crate::middleware::not_found;
+use crate::state::AppState;
+
+/// Every route. Unknown paths answer `not_found`, known paths with another method
+/// `method_not_allowed` (the error middleware gives that one its JSON body).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/documents", post(documents::upload).get(documents::list))
+        .route(
+            "/documents/{id}",
+            get(documents::get).delete(documents::delete),
+        )
+        .route("/documents/{id}/reprocess", post(documents::reprocess))
+        .route("/documents/{id}/content", get(documents::content))
+        .route("/runs", post(runs::create).get(runs::list))
+        .route("/runs/{id}", get(runs::get))
+        .route("/runs/{id}/cancel", post(runs::cancel))
+        .route("/runs/{id}/retry", post(runs::retry))
+        .route("/runs/{id}/events", get(events::lines))
+        .route("/runs/{id}/events/records", get(events::records))
+        .route("/runs/{id}/events/stream", get(events::stream_lines))
+        .route(
+            "/runs/{id}/events/records/stream",
+            get(events::stream_records),
+        )
+        .route("/search", post(search::ids))
+        .route("/search/results", post(search::results))
+        .route("/search/facets", post(search::facets))
+        .route("/health", get(service::health))
+        .route("/ready", get(service::ready))
+        .route("/version", get(service::version))
+        .route("/classifications", get(service::classifications))
+        .route("/config", get(service::config))
+        .route("/openapi.json", get(service::openapi))
+        .fallback(not_found)
+}

@@ -1,0 +1,79 @@
+//! `/search`, `/search/results`, `/search/facets`: read-scope POSTs over the full-text index.
+//! Validation (scope, status, window, query length) happens in the document domain before any
+//! query runs.
+
+use axum::Json;
+use axum::extract::State;
+use shelf_app::documents::{SearchBody, SearchRequest};
+
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::ApiJson;
+use crate::model::{FacetsIn, FacetsOut, SearchIdsOut, SearchIn, SearchResultsOut};
+use crate::state::AppState;
+
+fn request(body: SearchIn) -> Result<SearchRequest, ApiError> {
+    Ok(SearchBody::from(body).into_request()?)
+}
+
+/// Search documents
+///
+/// Matching document ids, best first (BM25, then newest, then id).
+#[utoipa::path(
+    post, path = "/search", tag = "search", request_body = SearchIn,
+    responses(
+        (status = 200, body = SearchIdsOut),
+        (status = 400, description = "`invalid_search_window`, `search_query_too_large`, `invalid_search_query`, `invalid_search_scope`, `invalid_document_status`", body = ErrorBody),
+    )
+)]
+pub async fn ids(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<SearchIn>,
+) -> Result<Json<SearchIdsOut>, ApiError> {
+    let request = request(body)?;
+    Ok(Json(state.shelf.search_ids(&request).await?.into()))
+}
+
+/// Ranked search results
+///
+/// Results with snippets (`<mark>` highlights over escaped text) and scores.
+#[utoipa::path(
+    post, path = "/search/results", tag = "search", request_body = SearchIn,
+    responses((status = 200, body = SearchResultsOut), (status = 400, body = ErrorBody))
+)]
+pub async fn results(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<SearchIn>,
+) -> Result<Json<SearchResultsOut>, ApiError> {
+    let request = request(body)?;
+    Ok(Json(state.shelf.search_results(&request).await?.into()))
+}
+
+/// Search facets
+///
+/// Counts by classification, document status, source and filename under the same filters.
+#[utoipa::path(
+    post, path = "/search/facets", tag = "search", request_body = FacetsIn,
+    responses((status = 200, body = FacetsOut), (status = 400, body = ErrorBody))
+)]
+pub async fn facets(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<FacetsIn>,
+) -> Result<Json<FacetsOut>, ApiError> {
+    if let Some(limit) = body.facet_limit
+        && !(1..=500).contains(&limit)
+    {
+        return Err(ApiError::invalid(
+            &["body", "facet_limit"],
+            "Input should be between 1 and 500",
+            "value_error",
+        ));
+    }
+    let request = request(body.search)?;
+    Ok(Json(
+        state
+            .shelf
+            .search_facets(&request, body.facet_limit)
+            .await?
+            .into(),
+    ))
+}
