@@ -4,6 +4,7 @@
 mod commands;
 mod logging;
 mod output;
+mod progress;
 
 use std::process::ExitCode;
 

@@ -9,7 +9,7 @@ use shelf_documents::{DocumentStore, dewey};
 use shelf_engine::{Stage, StageContext, StageError};
 
 use crate::StageDeps;
-use crate::errors::{from_documents, missing_input};
+use crate::errors::{from_documents, from_provider, missing_input, prompt_version};
 use crate::provider::Provider;
 
 pub const PROMPT_VERSIONS: &[&str] = &["dewey_v1", "dewey_v2"];
@@ -67,31 +67,17 @@ impl Stage for Classify {
         options: &ClassifyOptions,
         ctx: &StageContext,
     ) -> Result<Value, StageError> {
-        let prompt_version = if options.prompt_version.is_empty() {
-            self.default_prompt_version.as_str()
-        } else {
-            options.prompt_version.as_str()
-        };
-        if !PROMPT_VERSIONS.contains(&prompt_version) {
-            return Err(StageError::fatal(
-                "bad_option",
-                format!(
-                    "unknown classification prompt version {prompt_version}; use dewey_v1 or dewey_v2"
-                ),
-            ));
-        }
+        let prompt_version = prompt_version(
+            &options.prompt_version,
+            &self.default_prompt_version,
+            PROMPT_VERSIONS,
+        )?;
         let text = cleaned_prefix(&self.documents, ctx, CLASSIFY_CHARS).await?;
         let result = self
             .provider
             .classify(&text, prompt_version)
             .await
-            .map_err(|e| {
-                if e.retryable {
-                    StageError::retryable(e.code, e.message)
-                } else {
-                    StageError::fatal(e.code, e.message)
-                }
-            })?;
+            .map_err(from_provider)?;
         let code = result.code.trim().to_string();
         if !dewey::is_valid_code(&code) {
             return Err(StageError::retryable(

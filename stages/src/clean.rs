@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::StageDeps;
 use crate::chunk::{self, Chunk, ChunkSettings, fidelity_problem, normalize_whitespace};
-use crate::errors::{from_documents, missing_input};
+use crate::errors::{from_documents, from_provider, missing_input, prompt_version};
 use crate::provider::{CleanRequest, Provider};
 
 pub const PROMPT_VERSIONS: &[&str] = &["cmos_v1", "cmos_v2", "cmos_v3", "cmos_v4"];
@@ -59,20 +59,11 @@ impl Stage for Clean {
     type Options = CleanOptions;
 
     async fn run(&self, options: &CleanOptions, ctx: &StageContext) -> Result<Value, StageError> {
-        let prompt_version = if options.prompt_version.is_empty() {
-            self.default_prompt_version.as_str()
-        } else {
-            options.prompt_version.as_str()
-        };
-        if !PROMPT_VERSIONS.contains(&prompt_version) {
-            return Err(StageError::fatal(
-                "bad_option",
-                format!(
-                    "unknown cleaning prompt version {prompt_version}; use one of {}",
-                    PROMPT_VERSIONS.join(", ")
-                ),
-            ));
-        }
+        let prompt_version = prompt_version(
+            &options.prompt_version,
+            &self.default_prompt_version,
+            PROMPT_VERSIONS,
+        )?;
         let text_id = ctx
             .inputs
             .find_str("text_id")
@@ -159,13 +150,7 @@ impl Clean {
         let mut problem = String::new();
         let mut result = None;
         for _ in 0..2 {
-            let cleaned = self.provider.clean(request).await.map_err(|e| {
-                if e.retryable {
-                    StageError::retryable(e.code, e.message)
-                } else {
-                    StageError::fatal(e.code, e.message)
-                }
-            })?;
+            let cleaned = self.provider.clean(request).await.map_err(from_provider)?;
             match fidelity_problem(&chunk.text, &cleaned) {
                 None => {
                     result = Some(CleanedChunk {

@@ -10,6 +10,7 @@ use shelf_engine::{Stage, StageContext, StageError};
 
 use crate::StageDeps;
 use crate::classify::cleaned_prefix;
+use crate::errors::from_provider;
 use crate::provider::{Provider, slug};
 
 const SUMMARIZE_CHARS: usize = 20_000;
@@ -43,13 +44,11 @@ impl Stage for Summarize {
         ctx: &StageContext,
     ) -> Result<Value, StageError> {
         let text = cleaned_prefix(&self.documents, ctx, SUMMARIZE_CHARS).await?;
-        let synopsis = self.provider.summarize(&text).await.map_err(|e| {
-            if e.retryable {
-                StageError::retryable(e.code, e.message)
-            } else {
-                StageError::fatal(e.code, e.message)
-            }
-        })?;
+        let synopsis = self
+            .provider
+            .summarize(&text)
+            .await
+            .map_err(from_provider)?;
         let title: String = synopsis.title.trim().chars().take(200).collect();
         let summary: String = synopsis.summary.trim().chars().take(2000).collect();
         let mut tags: Vec<String> = synopsis

@@ -53,9 +53,13 @@ pub async fn run(args: Args) -> CliResult {
         };
         Failure::new(e.to_string(), "bind_failed", exit)
     })?;
-    let addr = server
-        .local_addr()
-        .map_err(|e| Failure::new(format!("cannot read the bound address: {e}"), "bind_failed", EXIT_FAILED))?;
+    let addr = server.local_addr().map_err(|e| {
+        Failure::new(
+            format!("cannot read the bound address: {e}"),
+            "bind_failed",
+            EXIT_FAILED,
+        )
+    })?;
     tracing::info!(%addr, "api listening");
     let mut stdout = std::io::stdout().lock();
     // The one line on stdout; logs go to stderr.
@@ -63,9 +67,12 @@ pub async fn run(args: Args) -> CliResult {
     let _ = stdout.flush();
     drop(stdout);
     tokio::spawn(super::worker::stop_on_signal(shutdown));
-    server
-        .run()
-        .await
-        .map_err(|e| Failure::new(format!("the server failed: {e}"), "server_error", EXIT_FAILED))?;
+    server.run().await.map_err(|e| {
+        Failure::new(
+            format!("the server failed: {e}"),
+            "server_error",
+            EXIT_FAILED,
+        )
+    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,13 +1,11 @@
 //! `shelf import PATH`: ingest a file or every file of a directory, then process each
 //! document here, queue it for a worker, or only store it.
 
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use std::time::Duration;
-
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde::Serialize;
 use shelf_app::{ProcessingMode, Shelf};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use crate::CliResult;
 use crate::output::{EXIT_FAILED, EXIT_NOT_FOUND, Failure, print_json};
@@ -124,12 +122,7 @@ pub async fn run(args: Args) -> CliResult {
         files.push(args.path.clone());
     }
 
-    let bar = ProgressBar::new(files.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{pos}/{len}] {wide_msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.enable_steady_tick(Duration::from_millis(120));
+    let bar = crate::progress::bar(files.len() as u64);
     let mut summary = Summary {
         files: files.len(),
         ..Summary::default()
@@ -238,11 +231,9 @@ async fn import_one(shelf: &Shelf, file: &Path, args: &Args, bar: &ProgressBar) 
     record.filename = Some(ingested.document.filename.clone());
     record.duplicate = Some(ingested.duplicate);
     let mode: ProcessingMode = args.mode.into();
-    bar.set_message(format!("{} ({})", file.display(), ingested.document.id));
-    match shelf
-        .process(&ingested.document.id, args.pipeline.as_deref(), mode)
-        .await
-    {
+    let label = file.display().to_string();
+    let work = shelf.process(&ingested.document.id, args.pipeline.as_deref(), mode);
+    match crate::progress::track(shelf, bar, &label, &ingested.document.id, work).await {
         Ok(Some(run)) => {
             record.run_id = Some(run.id.clone());
             record.run_status = Some(run.status.as_str().to_string());

@@ -34,13 +34,15 @@ pub async fn run(args: Args) -> CliResult {
         Mode::Process => ProcessingMode::Process,
         Mode::Queue => ProcessingMode::Queue,
     };
-    let run = shelf
-        .process(&args.document_id, args.pipeline.as_deref(), mode)
+    let bar = crate::progress::bar(1);
+    let work = shelf.process(&args.document_id, args.pipeline.as_deref(), mode);
+    let run = crate::progress::track(&shelf, &bar, &args.document_id, &args.document_id, work)
         .await
         .or_fail(args.json)?
         .ok_or_else(|| {
             crate::output::Failure::new("no run was created", "run_submission_failed", EXIT_FAILED)
         })?;
+    bar.finish_and_clear();
     // The exit code says whether the run failed.
     super::runs::show_run(&shelf, &run.id, args.json, false, true).await
 }

@@ -45,6 +45,7 @@ pub struct Probe {
     pub active_runs: Mutex<HashMap<String, usize>>,
     pub overlaps: AtomicUsize,
     pub failures_left: Mutex<HashMap<String, usize>>,
+    pub child_pid: Mutex<Option<u32>>,
 }
 
 impl Probe {
@@ -164,11 +165,40 @@ impl Step {
     }
 }
 
+/// A stage that runs a long subprocess, the way OCR or converters will.
+pub struct Spawn {
+    pub probe: Arc<Probe>,
+}
+
+#[async_trait]
+impl Stage for Spawn {
+    const KIND: &'static str = "spawn";
+    type Options = StepOptions;
+
+    async fn run(&self, _options: &StepOptions, _ctx: &StageContext) -> Result<Value, StageError> {
+        let mut child = tokio::process::Command::new("sleep")
+            .arg("30")
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| StageError::fatal("spawn", e.to_string()))?;
+        *self.probe.child_pid.lock().unwrap() = child.id();
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| StageError::fatal("spawn", e.to_string()))?;
+        Ok(json!({ "status": status.code() }))
+    }
+}
+
 pub fn registry(probe: &Arc<Probe>) -> Registry {
     let mut registry = Registry::new();
-    registry.register(Step {
-        probe: probe.clone(),
-    });
+    registry
+        .register(Step {
+            probe: probe.clone(),
+        })
+        .register(Spawn {
+            probe: probe.clone(),
+        });
     registry
 }
 

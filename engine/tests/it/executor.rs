@@ -357,3 +357,45 @@ async fn editing_a_pipeline_never_changes_a_created_run() {
     assert_eq!(stage.output.as_ref().unwrap()["v"], json!(1));
     assert_eq!(run.pipeline_sha256, original.sha256);
 }
+
+#[tokio::test]
+async fn canceling_kills_a_stage_subprocess() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let p = compile(&e, "version: 1\nstages:\n  convert: { uses: spawn }\n");
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    let id = run.id.clone();
+    let runner = {
+        let e = e.clone();
+        tokio::spawn(async move { e.run_in_process(&id, "w", CancellationToken::new()).await })
+    };
+    let pid = loop {
+        if let Some(pid) = *probe.child_pid.lock().unwrap() {
+            break pid;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    };
+    assert!(alive(pid));
+    e.cancel(&run.id).await.unwrap();
+    let done = tokio::time::timeout(Duration::from_secs(5), runner)
+        .await
+        .expect("stops in time")
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Canceled);
+    let mut gone = false;
+    for _ in 0..50 {
+        if !alive(pid) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gone, "the subprocess {pid} was killed");
+}

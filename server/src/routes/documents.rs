@@ -38,7 +38,7 @@ async fn skip(mut field: Field<'_>) -> Result<(), ApiError> {
 /// before any byte is written, archive signatures and binary text on the first bytes. Identical
 /// bytes return the stored document with `duplicate: true` (status 200).
 #[utoipa::path(
-    post, path = "/documents", tag = "documents",
+    post, path = "/documents", operation_id = "upload_document", tag = "documents",
     request_body(content = UploadForm, content_type = "multipart/form-data"),
     responses(
         (status = 201, description = "Stored", body = DocumentOut),
@@ -104,7 +104,7 @@ pub struct PageQuery {
 ///
 /// Newest first.
 #[utoipa::path(
-    get, path = "/documents", tag = "documents", params(PageQuery),
+    get, path = "/documents", operation_id = "list_documents", tag = "documents", params(PageQuery),
     responses((status = 200, body = DocumentList))
 )]
 pub async fn list(
@@ -124,7 +124,7 @@ pub async fn list(
 
 /// Get a document
 #[utoipa::path(
-    get, path = "/documents/{id}", tag = "documents",
+    get, path = "/documents/{id}", operation_id = "get_document", tag = "documents",
     params(("id" = String, Path, description = "Document id")),
     responses((status = 200, body = DocumentOut), (status = 404, body = ErrorBody))
 )]
@@ -140,7 +140,7 @@ pub async fn get(
 /// Removes its runs, texts and index rows, and the upload files it owns. Refused with
 /// `invalid_import_path` when the upload directory is a symlink.
 #[utoipa::path(
-    delete, path = "/documents/{id}", tag = "documents",
+    delete, path = "/documents/{id}", operation_id = "delete_document", tag = "documents",
     params(("id" = String, Path, description = "Document id")),
     responses(
         (status = 200, body = DeletedOut),
@@ -165,7 +165,7 @@ pub async fn delete(
 ///
 /// Creates a fresh run on the current pipeline file. The body is optional.
 #[utoipa::path(
-    post, path = "/documents/{id}/reprocess", tag = "documents",
+    post, path = "/documents/{id}/reprocess", operation_id = "reprocess_document", tag = "documents",
     params(("id" = String, Path, description = "Document id")),
     request_body(content = Option<Reprocess>, content_type = "application/json"),
     responses(
@@ -204,7 +204,7 @@ pub struct ContentQuery {
 /// The latest cleaned output, `limit` characters from `offset`. 404 when the document has no
 /// cleaned output yet.
 #[utoipa::path(
-    get, path = "/documents/{id}/content", tag = "documents",
+    get, path = "/documents/{id}/content", operation_id = "get_document_content", tag = "documents",
     params(("id" = String, Path, description = "Document id"), ContentQuery),
     responses((status = 200, body = ContentPageOut), (status = 404, body = ErrorBody))
 )]

@@ -49,7 +49,7 @@ async fn page(
 
 /// Run events as text lines
 #[utoipa::path(
-    get, path = "/runs/{id}/events", tag = "events",
+    get, path = "/runs/{id}/events", operation_id = "list_run_events", tag = "events",
     params(("id" = String, Path, description = "Run id"), EventsQuery),
     responses((status = 200, body = EventLines), (status = 404, body = ErrorBody))
 )]
@@ -69,7 +69,7 @@ pub async fn lines(
 
 /// Run events as records
 #[utoipa::path(
-    get, path = "/runs/{id}/events/records", tag = "events",
+    get, path = "/runs/{id}/events/records", operation_id = "list_run_event_records", tag = "events",
     params(("id" = String, Path, description = "Run id"), EventsQuery),
     responses((status = 200, body = EventRecords), (status = 404, body = ErrorBody))
 )]
@@ -92,7 +92,7 @@ pub async fn records(
 /// `text/event-stream`: one event per run event (`id:` its sequence, `data:` the line), then
 /// `event: done` with `{run_id, status}` once the run is terminal. Resume with `Last-Event-ID`.
 #[utoipa::path(
-    get, path = "/runs/{id}/events/stream", tag = "events",
+    get, path = "/runs/{id}/events/stream", operation_id = "stream_run_events", tag = "events",
     params(
         ("id" = String, Path, description = "Run id"),
         ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this sequence"),
@@ -115,7 +115,7 @@ pub async fn stream_lines(
 /// `text/event-stream`: `event: run-event`, `id:` the sequence, `data:` the JSON record; then
 /// `event: done` with `{run_id, status}` once the run is terminal. Resume with `Last-Event-ID`.
 #[utoipa::path(
-    get, path = "/runs/{id}/events/records/stream", tag = "events",
+    get, path = "/runs/{id}/events/records/stream", operation_id = "stream_run_event_records", tag = "events",
     params(
         ("id" = String, Path, description = "Run id"),
         ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this sequence"),

@@ -54,7 +54,7 @@ fn process_in_background(state: &AppState, run_id: String) {
 /// `processing_mode`: `queue` (default) leaves the run to `shelf worker`; `process` executes it
 /// in this API process in the background. Either way the response is the new run.
 #[utoipa::path(
-    post, path = "/runs", tag = "runs",
+    post, path = "/runs", operation_id = "create_run", tag = "runs",
     request_body = CreateRun,
     responses(
         (status = 201, body = RunOut),
@@ -92,7 +92,7 @@ pub struct RunsQuery {
 ///
 /// Newest first, without their stages.
 #[utoipa::path(
-    get, path = "/runs", tag = "runs", params(RunsQuery),
+    get, path = "/runs", operation_id = "list_runs", tag = "runs", params(RunsQuery),
     responses((status = 200, body = RunList))
 )]
 pub async fn list(
@@ -115,7 +115,7 @@ pub async fn list(
 ///
 /// With its stages and chunk progress.
 #[utoipa::path(
-    get, path = "/runs/{id}", tag = "runs",
+    get, path = "/runs/{id}", operation_id = "get_run", tag = "runs",
     params(("id" = String, Path, description = "Run id")),
     responses((status = 200, body = RunOut), (status = 404, body = ErrorBody))
 )]
@@ -131,7 +131,7 @@ pub async fn get(
 /// A queued run is canceled at once (`outcome: canceled`); a running one is flagged and its
 /// worker stops it (`outcome: requested`). A terminal run answers `run_terminal`.
 #[utoipa::path(
-    post, path = "/runs/{id}/cancel", tag = "runs",
+    post, path = "/runs/{id}/cancel", operation_id = "cancel_run", tag = "runs",
     params(("id" = String, Path, description = "Run id")),
     responses(
         (status = 200, body = CancelOut),
@@ -167,7 +167,7 @@ pub struct RetryIn {
 /// A new run replays the failed one on the same pipeline snapshot, reusing the checkpoints of
 /// its succeeded stages. Any other status answers `run_not_failed`.
 #[utoipa::path(
-    post, path = "/runs/{id}/retry", tag = "runs",
+    post, path = "/runs/{id}/retry", operation_id = "retry_run", tag = "runs",
     params(("id" = String, Path, description = "Run id")),
     request_body(content = Option<RetryIn>, content_type = "application/json"),
     responses(

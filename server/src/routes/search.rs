@@ -19,7 +19,7 @@ fn request(body: SearchIn) -> Result<SearchRequest, ApiError> {
 ///
 /// Matching document ids, best first (BM25, then newest, then id).
 #[utoipa::path(
-    post, path = "/search", tag = "search", request_body = SearchIn,
+    post, path = "/search", operation_id = "search_documents", tag = "search", request_body = SearchIn,
     responses(
         (status = 200, body = SearchIdsOut),
         (status = 400, description = "`invalid_search_window`, `search_query_too_large`, `invalid_search_query`, `invalid_search_scope`, `invalid_document_status`", body = ErrorBody),
@@ -37,7 +37,7 @@ pub async fn ids(
 ///
 /// Results with snippets (`<mark>` highlights over escaped text) and scores.
 #[utoipa::path(
-    post, path = "/search/results", tag = "search", request_body = SearchIn,
+    post, path = "/search/results", operation_id = "search_results", tag = "search", request_body = SearchIn,
     responses((status = 200, body = SearchResultsOut), (status = 400, body = ErrorBody))
 )]
 pub async fn results(
@@ -52,7 +52,7 @@ pub async fn results(
 ///
 /// Counts by classification, document status, source and filename under the same filters.
 #[utoipa::path(
-    post, path = "/search/facets", tag = "search", request_body = FacetsIn,
+    post, path = "/search/facets", operation_id = "search_facets", tag = "search", request_body = FacetsIn,
     responses((status = 200, body = FacetsOut), (status = 400, body = ErrorBody))
 )]
 pub async fn facets(

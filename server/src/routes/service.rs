@@ -11,7 +11,7 @@ use crate::state::AppState;
 /// Process health
 ///
 /// Answers while the process serves requests; never authenticated.
-#[utoipa::path(get, path = "/health", tag = "service", responses((status = 200, body = Health)))]
+#[utoipa::path(get, path = "/health", operation_id = "health", tag = "service", responses((status = 200, body = Health)))]
 pub async fn health() -> Json<Health> {
     Json(Health {
         status: "healthy".into(),
@@ -23,7 +23,7 @@ pub async fn health() -> Json<Health> {
 /// Verifies the data directory is writable, the database passes `PRAGMA quick_check`, and its
 /// migrations are exactly this binary's. 503 `service_unavailable` otherwise, with the reason.
 #[utoipa::path(
-    get, path = "/ready", tag = "service",
+    get, path = "/ready", operation_id = "ready", tag = "service",
     responses((status = 200, body = Ready), (status = 503, body = ErrorBody))
 )]
 pub async fn ready(State(state): State<AppState>) -> Result<Json<Ready>, ApiError> {
@@ -43,7 +43,7 @@ pub const GIT_SHA: &str = env!("SHELF_GIT_SHA");
 pub const OKF_VERSION: &str = "0.1";
 
 /// Version
-#[utoipa::path(get, path = "/version", tag = "service", responses((status = 200, body = Version)))]
+#[utoipa::path(get, path = "/version", operation_id = "version", tag = "service", responses((status = 200, body = Version)))]
 pub async fn version() -> Json<Version> {
     Json(Version {
         version: env!("CARGO_PKG_VERSION").into(),
@@ -60,7 +60,7 @@ pub async fn version() -> Json<Version> {
 ///
 /// The ten classes and hundred divisions with their labels, plus finer codes in use.
 #[utoipa::path(
-    get, path = "/classifications", tag = "service",
+    get, path = "/classifications", operation_id = "list_classifications", tag = "service",
     responses((status = 200, body = Classifications))
 )]
 pub async fn classifications(
@@ -74,7 +74,7 @@ pub async fn classifications(
 /// Effective settings
 ///
 /// LLM, chunking, extraction, OCR, API limits and bind, storage; secrets excluded. Write scope.
-#[utoipa::path(get, path = "/config", tag = "service", responses((status = 200, body = ConfigOut)))]
+#[utoipa::path(get, path = "/config", operation_id = "get_config", tag = "service", responses((status = 200, body = ConfigOut)))]
 pub async fn config(State(state): State<AppState>) -> Json<ConfigOut> {
     Json(ConfigOut(state.shelf.settings.redacted()))
 }
@@ -83,7 +83,7 @@ pub async fn config(State(state): State<AppState>) -> Json<ConfigOut> {
 ///
 /// Needs a credential when any is configured.
 #[utoipa::path(
-    get, path = "/openapi.json", tag = "service",
+    get, path = "/openapi.json", operation_id = "get_openapi", tag = "service",
     responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json", body = Object))
 )]
 pub async fn openapi() -> Json<utoipa::openapi::OpenApi> {
