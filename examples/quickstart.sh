@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Shelf end to end on the bundled example documents, offline: build, ingest and process
-# (extract, clean, classify, summarize, index with the deterministic mock provider), search.
+# (extract, clean, classify, summarize, index with the offline `local` provider), search.
 # Uses a throwaway data directory unless SHELF_DATA_DIR is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet -p shelf-cli
 shelf=target/release/shelf
-export SHELF_LLM_PROVIDER="${SHELF_LLM_PROVIDER:-mock}"
+export SHELF_LLM_PROVIDER="${SHELF_LLM_PROVIDER:-local}"
 export SHELF_DATA_DIR="${SHELF_DATA_DIR:-$(mktemp -d)/shelf-data}"
 echo "data directory: $SHELF_DATA_DIR"
 "$shelf" import examples/documents

@@ -9,14 +9,15 @@ fn main() {
     println!("cargo:rerun-if-env-changed=SHELF_GIT_SHA");
     let git_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.git");
     let head = git_dir.join("HEAD");
-    if head.exists() {
-        println!("cargo:rerun-if-changed={}", head.display());
-        if let Ok(text) = std::fs::read_to_string(&head)
-            && let Some(reference) = text.trim().strip_prefix("ref: ")
-        {
-            println!("cargo:rerun-if-changed={}", git_dir.join(reference).display());
-        }
-        println!("cargo:rerun-if-changed={}", git_dir.join("packed-refs").display());
+    // Only files that exist: cargo treats a missing one as changed and would rerun every build.
+    let mut watched = vec![head.clone(), git_dir.join("packed-refs")];
+    if let Ok(text) = std::fs::read_to_string(&head)
+        && let Some(reference) = text.trim().strip_prefix("ref: ")
+    {
+        watched.push(git_dir.join(reference));
+    }
+    for path in watched.iter().filter(|p| p.exists()) {
+        println!("cargo:rerun-if-changed={}", path.display());
     }
     let sha = std::env::var("SHELF_GIT_SHA")
         .ok()

@@ -3,62 +3,140 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use shelf_stages::provider::{Classification, CleanRequest, MockProvider, Synopsis};
-use shelf_stages::{Provider, ProviderError};
+use shelf_stages::Provider;
+use shelf_stages::provider::MockProvider;
+use shelf_stages::provider::local::LocalProvider;
+use shelf_stages::provider::openai::{
+    ApiKey, OpenAiCompatibleProvider, OpenAiConfig, UsageCounter,
+};
 
 use crate::settings::{LlmProvider, Settings};
 
+/// The configured provider, and its token counter when it reports usage (only
+/// `generic-compatible` does; `mock` and `local` spend no tokens).
+#[derive(Clone)]
+pub struct ProviderHandle {
+    pub provider: Arc<dyn Provider>,
+    pub usage: Option<Arc<UsageCounter>>,
+}
+
 pub fn from_settings(settings: &Settings) -> Arc<dyn Provider> {
+    build(settings).provider
+}
+
+pub fn build(settings: &Settings) -> ProviderHandle {
     match settings.llm_provider {
-        LlmProvider::Mock => Arc::new(MockProvider {
-            delay: Duration::from_millis(settings.llm_mock_delay_ms),
-        }),
-        LlmProvider::GenericCompatible => Arc::new(Unavailable {
-            name: "generic-compatible",
-        }),
-        LlmProvider::Local => Arc::new(Unavailable { name: "local" }),
-    }
-}
-
-/// A provider this build does not ship yet. Every call fails the stage with an error that
-/// says which setting to change, so a run never hangs and never fakes output.
-struct Unavailable {
-    name: &'static str,
-}
-
-impl Unavailable {
-    fn error(&self) -> ProviderError {
-        ProviderError {
-            code: "provider_unavailable",
-            message: format!(
-                "the {} language-model provider is not available in this version of shelf; set SHELF_LLM_PROVIDER=mock",
-                self.name
-            ),
-            retryable: false,
+        LlmProvider::Mock => ProviderHandle {
+            provider: Arc::new(MockProvider {
+                delay: Duration::from_millis(settings.llm_mock_delay_ms),
+            }),
+            usage: None,
+        },
+        LlmProvider::Local => ProviderHandle {
+            provider: Arc::new(LocalProvider::new()),
+            usage: None,
+        },
+        LlmProvider::GenericCompatible => {
+            // A missing base URL is not a startup error (commands that never call the model
+            // still work); every call then fails with a message naming SHELF_LLM_BASE_URL.
+            let provider = OpenAiCompatibleProvider::new(openai_config(settings));
+            let usage = provider.usage_counter();
+            ProviderHandle {
+                provider: Arc::new(provider),
+                usage: Some(usage),
+            }
         }
     }
 }
 
-#[async_trait]
-impl Provider for Unavailable {
-    fn name(&self) -> &'static str {
-        self.name
+/// The `generic-compatible` configuration from the `SHELF_LLM_*` settings.
+pub fn openai_config(settings: &Settings) -> OpenAiConfig {
+    OpenAiConfig {
+        base_url: settings.llm_base_url.clone(),
+        api_key: settings
+            .llm_api_key
+            .as_ref()
+            .map(|key| ApiKey::new(key.expose())),
+        api_key_env: settings.llm_api_key_env.clone(),
+        model: settings.llm_model.clone(),
+        timeout: Duration::from_secs(settings.llm_timeout_seconds.max(1)),
+        max_prompt_chars: settings.llm_max_prompt_chars,
+        max_response_chars: settings.llm_max_response_chars,
+        ..OpenAiConfig::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use shelf_stages::provider::CleanRequest;
+
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Settings {
+        let vars: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Settings::from_vars(&vars).unwrap()
     }
 
-    async fn clean(&self, _request: CleanRequest<'_>) -> Result<String, ProviderError> {
-        Err(self.error())
+    #[tokio::test]
+    async fn each_setting_picks_its_provider() {
+        let mock = build(&settings(&[("SHELF_LLM_PROVIDER", "mock")]));
+        assert_eq!(mock.provider.name(), "mock");
+        assert!(mock.usage.is_none());
+        let local = build(&settings(&[("SHELF_LLM_PROVIDER", "local")]));
+        assert_eq!(local.provider.name(), "local");
+        let c = local
+            .provider
+            .classify(
+                "Horses need hay and pasture; a mare carries her foal for eleven months.",
+                "dewey_v2",
+            )
+            .await
+            .unwrap();
+        assert_eq!(c.code, "636");
+        let generic = build(&settings(&[]));
+        assert_eq!(generic.provider.name(), "generic-compatible");
+        assert!(generic.usage.is_some());
     }
 
-    async fn classify(
-        &self,
-        _text: &str,
-        _prompt_version: &str,
-    ) -> Result<Classification, ProviderError> {
-        Err(self.error())
+    #[tokio::test]
+    async fn generic_compatible_without_a_base_url_says_what_to_set() {
+        let provider = from_settings(&settings(&[("SHELF_LLM_PROVIDER", "generic-compatible")]));
+        let e = provider
+            .clean(CleanRequest {
+                text: "text",
+                context: "",
+                prompt_version: "cmos_v4",
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, "provider_not_configured");
+        assert!(!e.retryable);
+        assert!(e.message.contains("SHELF_LLM_BASE_URL"), "{}", e.message);
     }
 
-    async fn summarize(&self, _text: &str) -> Result<Synopsis, ProviderError> {
-        Err(self.error())
+    #[test]
+    fn settings_reach_the_generic_provider_config() {
+        let s = settings(&[
+            ("SHELF_LLM_BASE_URL", "http://127.0.0.1:8000/v1"),
+            ("SHELF_LLM_API_KEY_ENV", "MY_KEY"),
+            ("MY_KEY", "sk-from-env"),
+            ("SHELF_LLM_MODEL", "llama"),
+            ("SHELF_LLM_TIMEOUT_SECONDS", "7"),
+            ("SHELF_LLM_MAX_PROMPT_CHARS", "1000"),
+            ("SHELF_LLM_MAX_RESPONSE_CHARS", "2000"),
+        ]);
+        let c = openai_config(&s);
+        assert_eq!(c.base_url.as_deref(), Some("http://127.0.0.1:8000/v1"));
+        assert_eq!(c.api_key, Some(ApiKey::new("sk-from-env")));
+        assert_eq!(c.api_key_env, "MY_KEY");
+        assert_eq!(c.model, "llama");
+        assert_eq!(c.timeout, Duration::from_secs(7));
+        assert_eq!((c.max_prompt_chars, c.max_response_chars), (1000, 2000));
+        assert!(!format!("{c:?}").contains("sk-from-env"));
     }
 }

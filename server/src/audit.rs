@@ -2,15 +2,15 @@
 //! `api_audit_events`. A background task writes the queue in batches, so a flood of denials
 //! costs one transaction per batch rather than one per request, and never slows the 401/429
 //! itself. When the queue is full, events are still logged but not stored, and the drop is
-//! counted in the log.
+//! counted in the log. The server closes the sink once it stops taking requests; the writer
+//! stores everything queued before it and ends.
 
-use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use shelf_app::Shelf;
 use shelf_app::audit::DenialEvent;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// Denials waiting to be written. Bounded: storage must not become the bottleneck of a flood.
@@ -18,20 +18,28 @@ const QUEUE: usize = 4096;
 /// Most rows per transaction.
 const BATCH: usize = 256;
 
-#[derive(Clone)]
 pub struct AuditSink {
-    tx: mpsc::Sender<DenialEvent>,
-    dropped: Arc<AtomicU64>,
+    /// `None` once closed.
+    tx: Mutex<Option<mpsc::Sender<DenialEvent>>>,
+    dropped: AtomicU64,
 }
 
 impl AuditSink {
-    /// Starts the writer on `tasks`; it drains what is queued and stops when `shutdown` trips.
-    pub fn start(shelf: Shelf, tasks: &TaskTracker, shutdown: CancellationToken) -> AuditSink {
+    /// Starts the writer on `tasks`; it ends after [`AuditSink::close`], once the queue is
+    /// written.
+    pub fn start(shelf: Shelf, tasks: &TaskTracker) -> AuditSink {
         let (tx, rx) = mpsc::channel(QUEUE);
-        tasks.spawn(write_batches(shelf, rx, shutdown));
+        tasks.spawn(write_batches(shelf, rx));
         AuditSink {
-            tx,
-            dropped: Arc::new(AtomicU64::new(0)),
+            tx: Mutex::new(Some(tx)),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// No more denials will come: the writer stores what is queued and ends.
+    pub fn close(&self) {
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
         }
     }
 
@@ -48,7 +56,11 @@ impl AuditSink {
             retry_after_seconds = event.retry_after_seconds,
             "request denied"
         );
-        if self.tx.try_send(event).is_err() {
+        let queued = match self.tx.lock() {
+            Ok(tx) => tx.as_ref().is_some_and(|tx| tx.try_send(event).is_ok()),
+            Err(_) => false,
+        };
+        if !queued {
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             // One line per thousand, not one per dropped event.
             if dropped % 1000 == 1 {
@@ -58,20 +70,9 @@ impl AuditSink {
     }
 }
 
-async fn write_batches(
-    shelf: Shelf,
-    mut rx: mpsc::Receiver<DenialEvent>,
-    shutdown: CancellationToken,
-) {
+async fn write_batches(shelf: Shelf, mut rx: mpsc::Receiver<DenialEvent>) {
     let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        let first = tokio::select! {
-            event = rx.recv() => event,
-            _ = shutdown.cancelled() => None,
-        };
-        let Some(first) = first else {
-            break;
-        };
+    while let Some(first) = rx.recv().await {
         batch.push(first);
         while batch.len() < BATCH {
             match rx.try_recv() {
@@ -81,14 +82,6 @@ async fn write_batches(
         }
         store(&shelf, &mut batch).await;
     }
-    // Shutting down: store what is already queued.
-    while let Ok(event) = rx.try_recv() {
-        batch.push(event);
-        if batch.len() >= BATCH {
-            store(&shelf, &mut batch).await;
-        }
-    }
-    store(&shelf, &mut batch).await;
 }
 
 async fn store(shelf: &Shelf, batch: &mut Vec<DenialEvent>) {

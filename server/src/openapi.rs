@@ -11,7 +11,7 @@ use utoipa::openapi::security::{
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use crate::error::{ErrorBody, ErrorCode, ErrorDetail, ValidationIssue};
+use crate::error::{ErrorBody, ErrorDetail, ValidationIssue};
 use crate::model::*;
 use crate::policy::{Access, required_access};
 use crate::routes::{documents, events, runs, search, service};
@@ -176,12 +176,4 @@ fn decorate(method: &Method, path: &str, operation: &mut Operation) {
         add(413, "`request_too_large`: body over the request limit");
     }
     add(500, "`server_error`: `Internal server error`; the cause is logged");
-}
-
-/// Every code of the table, for the description of the error schema (docs tests read it).
-pub fn error_codes() -> Vec<(&'static str, u16)> {
-    ErrorCode::ALL
-        .iter()
-        .map(|c| (c.as_str(), c.status().as_u16()))
-        .collect()
 }

@@ -141,6 +141,8 @@ impl BoundServer {
             result = serve => result?,
             () = grace => tracing::warn!("connections still open after the grace period; closing them"),
         }
+        // No request is served any more: let the audit writer finish its queue.
+        state.audit.close();
         state.tasks.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, state.tasks.wait())
             .await

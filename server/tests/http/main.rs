@@ -3,6 +3,7 @@
 
 mod auth;
 mod common;
+mod docs;
 mod documents;
 mod envelope;
 mod events;

@@ -47,7 +47,7 @@ async fn queued_runs_are_listed_and_shown() {
     assert_eq!(list["runs"][0]["id"], id.as_str());
     assert!(list["runs"][0].get("stages").is_none());
     let filtered = app
-        .get(&format!("/runs?document_id=doc_0000000000000000&limit=5"))
+        .get("/runs?document_id=doc_0000000000000000&limit=5")
         .await
         .json();
     assert_eq!(filtered["total"], 0);

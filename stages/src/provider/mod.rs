@@ -1,7 +1,9 @@
 //! The language-model provider behind cleaning, classification and summaries. Stages depend on
 //! this trait only; which provider runs is configuration.
 
+pub mod local;
 pub mod mock;
+pub mod openai;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,617 @@
+//! The real `shelf api` on port 0 with a temp data directory, driven over HTTP with reqwest:
+//! uploads of corpus and made-up documents, a run followed over SSE to `done` with a real
+//! `shelf worker`, the auth matrix, upload and request limits, archives from the hostile
+//! corpus, the public-bind rule, and SIGTERM with an in-process run.
+
+use std::io::{BufRead, BufReader, Read};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::support::{Env, Running, corpus, wait_for};
+
+/// A running `shelf api` and its address.
+struct Api {
+    process: Running,
+    base: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Api {
+    fn start(env: &Env) -> Api {
+        Self::start_with(env, &["api", "--port", "0"])
+    }
+
+    fn start_with(env: &Env, args: &[&str]) -> Api {
+        let mut process = env.spawn(args);
+        let stdout = process.child.stdout.take().expect("stdout");
+        let stderr = process.child.stderr.take().expect("stderr");
+        // Drain stderr in the background: a full pipe would block the server's logging.
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stderr);
+            let mut line = String::new();
+            while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                if let Ok(mut log) = sink.lock() {
+                    log.push_str(&line);
+                }
+                line.clear();
+            }
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut first = String::new();
+            let _ = reader.read_line(&mut first);
+            let _ = tx.send(first);
+            let mut rest = Vec::new();
+            let _ = reader.read_to_end(&mut rest);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_default();
+        let base = line
+            .trim()
+            .strip_prefix("shelf api listening on ")
+            .unwrap_or_else(|| {
+                std::thread::sleep(Duration::from_millis(200));
+                panic!(
+                    "shelf api did not start: {line:?}\nstderr: {}",
+                    log.lock().map(|l| l.clone()).unwrap_or_default()
+                )
+            })
+            .to_string();
+        Api {
+            process,
+            base,
+            stderr: log,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn logs(&self) -> String {
+        self.stderr.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+fn client() -> Client {
+    Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
+fn migrated(env: Env) -> Env {
+    let out = env.run(&["migrate"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    env
+}
+
+async fn upload(client: &Client, api: &Api, name: &str, bytes: Vec<u8>) -> (StatusCode, Value) {
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(bytes).file_name(name.to_string()),
+    );
+    let reply = client
+        .post(api.url("/documents"))
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload");
+    let status = reply.status();
+    (status, reply.json().await.expect("json"))
+}
+
+async fn get_json(client: &Client, api: &Api, path: &str) -> Value {
+    client
+        .get(api.url(path))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json")
+}
+
+fn assert_error(status: StatusCode, body: &Value, expected_status: u16, code: &str) {
+    assert_eq!(status.as_u16(), expected_status, "{body}");
+    assert_eq!(body["code"], code, "{body}");
+    assert!(body["detail"].is_string() || body["detail"].is_array(), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corpus_uploads_and_a_run_followed_to_done_with_a_real_worker() {
+    let env = migrated(Env::new());
+    let api = Api::start(&env);
+    let _worker = env.spawn(&["worker"]);
+    let client = client();
+
+    let mut ids = Vec::new();
+    let dir = corpus("text");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .expect("corpus")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    for path in &names {
+        let name = path.file_name().and_then(|n| n.to_str()).expect("name");
+        let (status, doc) = upload(&client, &api, name, std::fs::read(path).expect("read")).await;
+        // Two corpus files have identical bytes: the second is the same document.
+        assert!(
+            status == 201 || (status == 200 && doc["duplicate"] == true),
+            "{name}: {status} {doc}"
+        );
+        ids.push(doc["id"].as_str().expect("id").to_string());
+    }
+    // A document the test makes: UTF-8 text under a name that needs normalizing.
+    let (status, made) = upload(
+        &client,
+        &api,
+        "notes/../Über  café.md",
+        "# Über café\n\nNaïve façade, 42 crêpes.\n".as_bytes().to_vec(),
+    )
+    .await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(made["filename"], "Über café.md");
+
+    let list = get_json(&client, &api, "/documents?limit=100").await;
+    let distinct: std::collections::BTreeSet<_> = ids.iter().collect();
+    assert_eq!(list["total"], distinct.len() as u64 + 1);
+
+    // Queue a run, follow its record stream with the worker doing the work.
+    let doc = &ids[0];
+    let run: Value = client
+        .post(api.url("/runs"))
+        .json(&json!({"document_id": doc}))
+        .send()
+        .await
+        .expect("run")
+        .json()
+        .await
+        .expect("json");
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let response = client
+        .get(api.url(&format!("/runs/{run_id}/events/records/stream")))
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "text/event-stream");
+    assert_eq!(headers["cache-control"], "no-store");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["x-frame-options"], "DENY");
+    let text = tokio::time::timeout(Duration::from_secs(60), response.text())
+        .await
+        .expect("stream ends with done")
+        .expect("body");
+    let blocks: Vec<&str> = text.split("\n\n").filter(|b| b.contains("data:")).collect();
+    let last = blocks.last().expect("events");
+    assert!(last.starts_with("event: done"), "{text}");
+    assert!(last.contains("\"status\":\"succeeded\""), "{text}");
+    let sequences: Vec<u64> = blocks
+        .iter()
+        .filter_map(|b| b.lines().find_map(|l| l.strip_prefix("id: ")))
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    assert_eq!(sequences, (1..=sequences.len() as u64).collect::<Vec<_>>());
+    assert!(text.contains("\"stage\":\"index\""));
+
+    let finished = get_json(&client, &api, &format!("/runs/{run_id}")).await;
+    assert_eq!(finished["status"], "succeeded");
+    assert!(finished["stages"].as_array().is_some_and(|s| !s.is_empty()));
+    let content = get_json(&client, &api, &format!("/documents/{doc}/content?limit=200")).await;
+    assert!(content["text"].as_str().is_some_and(|t| !t.is_empty()));
+    let hits: Value = client
+        .post(api.url("/search"))
+        .json(&json!({"query": content["text"].as_str().unwrap_or("").split_whitespace().next().unwrap_or("the")}))
+        .send()
+        .await
+        .expect("search")
+        .json()
+        .await
+        .expect("json");
+    assert!(hits["document_ids"].as_array().is_some_and(|d| d.iter().any(|i| i == doc.as_str())), "{hits}");
+
+    // Resume after the third event: the stream starts at the fourth.
+    let resumed = client
+        .get(api.url(&format!("/runs/{run_id}/events/stream")))
+        .header("last-event-id", "3")
+        .send()
+        .await
+        .expect("stream")
+        .text()
+        .await
+        .expect("body");
+    assert!(resumed.starts_with("id: 4\n"), "{resumed}");
+    assert!(resumed.contains("event: done"));
+}
+
+/// Every route, with what it needs.
+const ROUTES: &[(&str, &str, &str)] = &[
+    ("POST", "/documents", "write"),
+    ("GET", "/documents", "read"),
+    ("GET", "/documents/doc_0000000000000000", "read"),
+    ("DELETE", "/documents/doc_0000000000000000", "write"),
+    ("POST", "/documents/doc_0000000000000000/reprocess", "write"),
+    ("GET", "/documents/doc_0000000000000000/content", "read"),
+    ("POST", "/runs", "write"),
+    ("GET", "/runs", "read"),
+    ("GET", "/runs/run_0000000000000000", "read"),
+    ("POST", "/runs/run_0000000000000000/cancel", "write"),
+    ("POST", "/runs/run_0000000000000000/retry", "write"),
+    ("GET", "/runs/run_0000000000000000/events", "read"),
+    ("GET", "/runs/run_0000000000000000/events/records", "read"),
+    ("GET", "/runs/run_0000000000000000/events/stream", "read"),
+    ("GET", "/runs/run_0000000000000000/events/records/stream", "read"),
+    ("POST", "/search", "read"),
+    ("POST", "/search/results", "read"),
+    ("POST", "/search/facets", "read"),
+    ("GET", "/health", "open"),
+    ("GET", "/ready", "open"),
+    ("GET", "/version", "open"),
+    ("GET", "/classifications", "read"),
+    ("GET", "/config", "write"),
+    ("GET", "/openapi.json", "read"),
+];
+
+fn sha256_hex(text: &str) -> String {
+    // The tests crate has no hash dependency: ask the system (coreutils).
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("sha256sum");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .expect("digest")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_auth_matrix_over_the_wire() {
+    let env = migrated(
+        Env::new()
+            .with("SHELF_API_KEYS", "read:bb-read-key,write:bb-write-key")
+            .with("SHELF_API_KEY_HASHES", &format!("write:{}", sha256_hex("bb-hashed-key")))
+            .with("SHELF_API_KEY_SHA256", &sha256_hex("bb-hashed-solo")),
+    );
+    let api = Api::start(&env);
+    let client = client();
+    #[derive(Debug, Clone, Copy)]
+    enum Cred {
+        None,
+        Bad,
+        ReadKey,
+        WriteBearer,
+        HashedKey,
+        HashedSolo,
+    }
+    let mut denials = 0;
+    for (method, path, access) in ROUTES {
+        for cred in [
+            Cred::None,
+            Cred::Bad,
+            Cred::ReadKey,
+            Cred::WriteBearer,
+            Cred::HashedKey,
+            Cred::HashedSolo,
+        ] {
+            let mut req = client.request(method.parse::<Method>().expect("method"), api.url(path));
+            req = match cred {
+                Cred::None => req,
+                Cred::Bad => req.header("x-api-key", "bb-wrong"),
+                Cred::ReadKey => req.header("x-api-key", "bb-read-key"),
+                Cred::WriteBearer => req.bearer_auth("bb-write-key"),
+                Cred::HashedKey => req.header("x-api-key", "bb-hashed-key"),
+                Cred::HashedSolo => req.bearer_auth("bb-hashed-solo"),
+            };
+            if *method == "POST" && path.starts_with("/search") {
+                req = req.json(&json!({"query": "x"}));
+            }
+            let reply = req.send().await.expect("send");
+            let status = reply.status().as_u16();
+            let www = reply
+                .headers()
+                .get("www-authenticate")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            assert_eq!(
+                reply.headers().get("x-frame-options").and_then(|v| v.to_str().ok()),
+                Some("DENY")
+            );
+            let is_stream = path.ends_with("/stream") && status == 200;
+            let body: Value = if is_stream {
+                Value::Null
+            } else {
+                reply.json().await.unwrap_or(Value::Null)
+            };
+            let expected = match (*access, cred) {
+                ("open", _) => None,
+                (_, Cred::None | Cred::Bad) => Some((401, "invalid_api_key")),
+                ("write", Cred::ReadKey) => Some((403, "insufficient_scope")),
+                _ => None,
+            };
+            match expected {
+                Some((s, code)) => {
+                    assert_eq!(status, s, "{method} {path} {cred:?}: {body}");
+                    assert_eq!(body["code"], code, "{method} {path} {cred:?}");
+                    if s == 401 {
+                        assert_eq!(www.as_deref(), Some("Bearer"));
+                    }
+                    denials += 1;
+                }
+                None => assert!(
+                    status != 401 && status != 403,
+                    "{method} {path} {cred:?}: {status} {body}"
+                ),
+            }
+        }
+    }
+    // Every denial is in the audit trail (written in the background), without key material.
+    let audit = wait_for(Duration::from_secs(20), "audit rows", || {
+        let page = env.json(&["admin", "api-audit", "--json", "--limit", "1000"]);
+        (page["total"].as_u64() == Some(denials)).then_some(page)
+    });
+    let text = audit.to_string();
+    for secret in ["bb-wrong", "bb-read-key", "bb-write-key", "bb-hashed-key"] {
+        assert!(!text.contains(secret), "{secret} in the audit trail");
+    }
+    let second = env.json(&["admin", "api-audit", "--json", "--limit", "2", "--offset", "1"]);
+    assert_eq!(second["events"].as_array().map(Vec::len), Some(2));
+    assert_eq!(second["offset"], 1);
+    assert!(!api.logs().contains("bb-wrong"), "key material in the logs");
+    assert!(api.logs().contains("shelf.api"), "denials are logged as shelf.api");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_and_request_limits() {
+    let env = migrated(
+        Env::new()
+            .with("SHELF_API_MAX_UPLOAD_BYTES", "100000")
+            .with("SHELF_API_MAX_REQUEST_BYTES", "300000"),
+    );
+    let api = Api::start(&env);
+    let client = client();
+    let (status, body) = upload(&client, &api, "big.txt", vec![b'a'; 150_000]).await;
+    assert_error(status, &body, 413, "upload_too_large");
+    // A declared Content-Length over the request limit: refused before a byte is read.
+    let (status, body) = raw_upload(&api, "huge.txt", 400_000, false);
+    assert_error(status, &body, 413, "request_too_large");
+    let (status, _) = upload(&client, &api, "fits.txt", vec![b'c'; 100_000]).await;
+    assert_eq!(status, 201);
+    let list = get_json(&client, &api, "/documents").await;
+    assert_eq!(list["total"], 1, "failed uploads leave no row");
+    assert_eq!(count_files(&env.path().join("data/uploads")), 1, "failed uploads leave no file");
+    drop(api);
+
+    // No Content-Length: the streamed bytes hit the request limit (the upload cap is higher).
+    let env = migrated(
+        Env::new()
+            .with("SHELF_API_MAX_UPLOAD_BYTES", "1000000")
+            .with("SHELF_API_MAX_REQUEST_BYTES", "300000"),
+    );
+    let api = Api::start(&env);
+    let (status, body) = raw_upload(&api, "stream.txt", 400_000, true);
+    assert_error(status, &body, 413, "request_too_large");
+    let list = get_json(&client, &api, "/documents").await;
+    assert_eq!(list["total"], 0);
+    assert_eq!(count_files(&env.path().join("data/uploads")), 0);
+}
+
+/// POSTs a multipart upload of `size` bytes over a plain socket, either with a
+/// Content-Length or with `Transfer-Encoding: chunked`, and reads the status and JSON body of
+/// the answer. The server may answer before everything is sent; writes then stop.
+fn raw_upload(api: &Api, name: &str, size: usize, chunked: bool) -> (StatusCode, Value) {
+    use std::io::Write;
+    let addr = api.base.trim_start_matches("http://");
+    let mut socket = std::net::TcpStream::connect(addr).expect("connect");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let boundary = "blackbox-raw-boundary";
+    let opening = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\r\n"
+    );
+    let closing = format!("\r\n--{boundary}--\r\n");
+    let framing = if chunked {
+        "Transfer-Encoding: chunked".to_string()
+    } else {
+        format!("Content-Length: {}", opening.len() + size + closing.len())
+    };
+    let head = format!(
+        "POST /documents HTTP/1.1\r\nHost: {addr}\r\nContent-Type: multipart/form-data; \
+         boundary={boundary}\r\n{framing}\r\nConnection: close\r\n\r\n"
+    );
+    let mut open = socket.write_all(head.as_bytes()).is_ok();
+    let mut send = |bytes: &[u8]| -> bool {
+        if chunked {
+            let mut framed = format!("{:x}\r\n", bytes.len()).into_bytes();
+            framed.extend_from_slice(bytes);
+            framed.extend_from_slice(b"\r\n");
+            socket.write_all(&framed).is_ok()
+        } else {
+            socket.write_all(bytes).is_ok()
+        }
+    };
+    open = open && send(opening.as_bytes());
+    let block = vec![b'z'; 10_000];
+    let mut sent = 0;
+    while open && sent < size {
+        let n = block.len().min(size - sent);
+        open = send(&block[..n]);
+        sent += n;
+    }
+    if open && send(closing.as_bytes()) && chunked {
+        send(b"");
+    }
+    let mut response = Vec::new();
+    let _ = socket.read_to_end(&mut response);
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .unwrap_or_else(|| panic!("no HTTP response: {text:?}"));
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+    // The answer may itself be chunked: take the JSON object out of it.
+    let json_text = body
+        .find('{')
+        .and_then(|start| body.rfind('}').map(|end| &body[start..=end]))
+        .unwrap_or("null");
+    (status, serde_json::from_str(json_text).unwrap_or(Value::Null))
+}
+
+fn count_files(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| {
+            let p = e.path();
+            if p.is_dir() { count_files(&p) } else { 1 }
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_hostile_archive_is_refused() {
+    let env = migrated(Env::new());
+    let api = Api::start(&env);
+    let client = client();
+    let mut tried = 0;
+    for dir in ["hostile/archives-renamed", "hostile/bombs"] {
+        for entry in std::fs::read_dir(corpus(dir)).expect("corpus").flatten() {
+            let path = entry.path();
+            let name = path.file_name().and_then(|n| n.to_str()).expect("name").to_string();
+            let bytes = std::fs::read(&path).expect("read");
+            // Under its own name (renamed archives end in .txt: refused by signature; bombs
+            // end in .zip: refused by extension), and under a text name (by signature).
+            for as_name in [name.clone(), format!("{name}.txt")] {
+                let (status, body) = upload(&client, &api, &as_name, bytes.clone()).await;
+                assert_error(status, &body, 400, "archive_not_supported");
+                tried += 1;
+            }
+        }
+    }
+    assert!(tried >= 40, "{tried}");
+    let list = get_json(&client, &api, "/documents").await;
+    assert_eq!(list["total"], 0);
+    assert_eq!(count_files(&env.path().join("data/uploads")), 0);
+}
+
+#[test]
+fn public_bind_needs_a_key_and_an_import_root() {
+    let env = migrated(Env::new());
+    let out = env.run(&["api", "--host", "0.0.0.0", "--port", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("SHELF_API_KEY") && stderr.contains("SHELF_API_IMPORT_ROOT"), "{stderr}");
+
+    let only_key = env
+        .command(&["api", "--host", "0.0.0.0", "--port", "0"])
+        .env("SHELF_API_KEY", "k")
+        .output()
+        .expect("run");
+    assert_eq!(only_key.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&only_key.stderr).contains("SHELF_API_IMPORT_ROOT"));
+
+    let root = env.path().join("imports");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let env = env
+        .with("SHELF_API_KEY", "public-key")
+        .with("SHELF_API_IMPORT_ROOT", root.to_str().expect("utf-8"));
+    let mut api = Api::start_with(&env, &["api", "--host", "0.0.0.0", "--port", "0"]);
+    assert!(api.base.starts_with("http://0.0.0.0:"), "{}", api.base);
+    assert!(api.process.terminate(Duration::from_secs(20)).is_some_and(|s| s.success()));
+}
+
+#[test]
+fn the_api_needs_a_migrated_database() {
+    let env = Env::new();
+    let out = env.run(&["api", "--port", "0"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("shelf migrate"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_leaves_in_process_runs_resumable() {
+    let env = migrated(
+        Env::new()
+            .with("SHELF_LLM_MOCK_DELAY_MS", "400")
+            .with("SHELF_LLM_MAX_CONCURRENCY", "1")
+            .with("SHELF_CHUNK_TARGET_CHARS", "400")
+            .with("SHELF_CHUNK_OVERLAP_CHARS", "40"),
+    );
+    let mut api = Api::start(&env);
+    let client = client();
+    let text = std::fs::read(corpus("text/multicolumn-lorem-ipsum.txt")).expect("corpus");
+    let (_, doc) = upload(&client, &api, "lorem.txt", text).await;
+    let run: Value = client
+        .post(api.url("/runs"))
+        .json(&json!({"document_id": doc["id"], "processing_mode": "process"}))
+        .send()
+        .await
+        .expect("run")
+        .json()
+        .await
+        .expect("json");
+    let run_id = run["id"].as_str().expect("id").to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = get_json(&client, &api, &format!("/runs/{run_id}")).await;
+        if r["stages"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|st| st["name"] == "clean" && st["status"] == "running"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run never reached clean: {r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // An open stream must not hold the shutdown up.
+    let stream = client
+        .get(api.url(&format!("/runs/{run_id}/events/stream")))
+        .send()
+        .await
+        .expect("stream");
+    let status = api.process.terminate(Duration::from_secs(40));
+    assert!(status.is_some_and(|s| s.success()), "api did not stop cleanly:\n{}", api.logs());
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.text()).await;
+
+    let shown = env.json(&["runs", &run_id, "--json"]);
+    assert_eq!(shown["status"], "queued", "released back to the queue: {shown}");
+    let kinds: Vec<&str> = shown["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert!(kinds.contains(&"run_released"), "{kinds:?}");
+
+    let _worker = env.spawn(&["worker"]);
+    let done = wait_for(Duration::from_secs(60), "the worker to finish the run", || {
+        let run = env.json(&["runs", &run_id, "--json"]);
+        (run["status"] == "succeeded").then_some(run)
+    });
+    assert_eq!(done["status"], "succeeded");
+}
