@@ -168,3 +168,74 @@ fn graphs_render_in_every_format() {
     let dot = p.render(GraphFormat::Dot);
     assert!(dot.contains("\"a\" -> \"b\" [style=dashed"), "{dot}");
 }
+
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::check;
+
+    const DEFAULT: &str = include_str!("../../../pipelines/default.yaml");
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Arbitrary text never panics the compiler; refusals always carry a position.
+        #[test]
+        fn arbitrary_text_is_refused_cleanly(text in "\\PC{0,400}") {
+            if let Err(e) = check(&text) {
+                let message = e.to_string();
+                prop_assert!(message.starts_with("pipelines/broken.yaml:"), "{}", message);
+            }
+        }
+
+        /// Mutations of a real pipeline (a byte replaced, a line dropped or duplicated) are
+        /// either valid or refused with file:line:col, never a panic.
+        #[test]
+        fn mutated_pipelines_are_refused_cleanly(
+            at in 0usize..2000,
+            byte in proptest::sample::select(vec![b'{', b'}', b'[', b']', b':', b',', b' ', b'\n', b'-', b'x', b'#', b'"', b'&', b'*']),
+            line in 0usize..20,
+            op in 0u8..3,
+        ) {
+            let mut text = DEFAULT.replace("uses: extract", "uses: step")
+                .replace("uses: ocr", "uses: step")
+                .replace("uses: correct", "uses: step")
+                .replace("uses: clean", "uses: step")
+                .replace("uses: classify", "uses: step")
+                .replace("uses: summarize", "uses: step")
+                .replace("uses: index", "uses: step")
+                .replace(", with: { prompt_version: cmos_v4 }", "");
+            match op {
+                0 => {
+                    let mut bytes = text.into_bytes();
+                    let i = at % bytes.len();
+                    bytes[i] = byte;
+                    text = String::from_utf8_lossy(&bytes).into_owned();
+                }
+                1 => {
+                    let mut lines: Vec<&str> = text.lines().collect();
+                    let i = line % lines.len();
+                    lines.remove(i);
+                    text = lines.join("\n");
+                }
+                _ => {
+                    let mut lines: Vec<&str> = text.lines().collect();
+                    let i = line % lines.len();
+                    lines.insert(i, lines[i]);
+                    text = lines.join("\n");
+                }
+            }
+            if let Err(e) = check(&text) {
+                let message = e.to_string();
+                prop_assert!(message.starts_with("pipelines/broken.yaml:"), "{}", message);
+                for l in message.lines() {
+                    let mut parts = l.splitn(4, ':');
+                    parts.next();
+                    let line: usize = parts.next().unwrap_or("").parse().unwrap_or(0);
+                    let col: usize = parts.next().unwrap_or("").parse().unwrap_or(0);
+                    prop_assert!(line >= 1 && col >= 1, "{}", l);
+                }
+            }
+        }
+    }
+}
