@@ -30,9 +30,11 @@ fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|kb| kb.parse::<f64>().ok())
+            })
         })
         .map(|kb| kb / 1024.0)
         .unwrap_or(0.0)
@@ -45,7 +47,9 @@ async fn raw_write_rate(shelf: &Shelf, n: usize) -> f64 {
         .expect("table");
     let started = Instant::now();
     for i in 0..n {
-        let txn = shelf_app::engine::store::begin_write(db).await.expect("begin");
+        let txn = shelf_app::engine::store::begin_write(db)
+            .await
+            .expect("begin");
         txn.execute_raw(Statement::from_sql_and_values(
             DbBackend::Sqlite,
             "INSERT INTO bench_raw (v) VALUES (?)",
@@ -60,7 +64,9 @@ async fn raw_write_rate(shelf: &Shelf, n: usize) -> f64 {
 
 async fn scenario(documents: usize, workers: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let shelf = Shelf::open_migrating(settings(dir.path())).await.expect("open");
+    let shelf = Shelf::open_migrating(settings(dir.path()))
+        .await
+        .expect("open");
     let files = dir.path().join("files");
     std::fs::create_dir_all(&files).expect("mkdir");
 
@@ -83,7 +89,10 @@ async fn scenario(documents: usize, workers: usize) {
 
     let started = Instant::now();
     for id in &ids {
-        shelf.process(id, None, ProcessingMode::Queue).await.expect("enqueue");
+        shelf
+            .process(id, None, ProcessingMode::Queue)
+            .await
+            .expect("enqueue");
     }
     let enqueue_rate = documents as f64 / started.elapsed().as_secs_f64();
 
@@ -92,7 +101,9 @@ async fn scenario(documents: usize, workers: usize) {
     let started = Instant::now();
     for _ in 0..workers {
         // Each worker has its own connection pool, as a separate process would.
-        let worker = Shelf::open(settings(dir.path())).await.expect("open worker");
+        let worker = Shelf::open(settings(dir.path()))
+            .await
+            .expect("open worker");
         let stop = shutdown.clone();
         handles.push(tokio::spawn(async move {
             worker.work(CONCURRENCY_PER_WORKER, stop).await
@@ -146,12 +157,18 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let sizes = if sizes.is_empty() { vec![1000, 10_000] } else { sizes };
+    let sizes = if sizes.is_empty() {
+        vec![1000, 10_000]
+    } else {
+        sizes
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    println!("| documents | workers x concurrency | runs/s | seconds | ingest/s | enqueue/s | raw write txn/s | db MiB | peak RSS MiB |");
+    println!(
+        "| documents | workers x concurrency | runs/s | seconds | ingest/s | enqueue/s | raw write txn/s | db MiB | peak RSS MiB |"
+    );
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for documents in sizes {
         for workers in [1, 2] {

@@ -80,9 +80,15 @@ mod tests {
     fn forwarded_addresses_count_only_from_trusted_peers() {
         let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().expect("net")];
         let h = headers("203.0.113.9");
-        assert_eq!(resolve(ip("198.51.100.1"), &h, &trusted), ip("198.51.100.1"));
+        assert_eq!(
+            resolve(ip("198.51.100.1"), &h, &trusted),
+            ip("198.51.100.1")
+        );
         assert_eq!(resolve(ip("10.0.0.2"), &h, &trusted), ip("203.0.113.9"));
-        assert_eq!(resolve(ip("10.0.0.2"), &HeaderMap::new(), &trusted), ip("10.0.0.2"));
+        assert_eq!(
+            resolve(ip("10.0.0.2"), &HeaderMap::new(), &trusted),
+            ip("10.0.0.2")
+        );
     }
 
     #[test]
@@ -93,6 +99,9 @@ mod tests {
         let bad = headers("1.1.1.1, garbage, 10.0.0.5");
         assert_eq!(resolve(ip("10.0.0.2"), &bad, &trusted), ip("10.0.0.5"));
         let ported = headers("[2001:db8::1]:443");
-        assert_eq!(resolve(ip("10.0.0.2"), &ported, &trusted), ip("2001:db8::1"));
+        assert_eq!(
+            resolve(ip("10.0.0.2"), &ported, &trusted),
+            ip("2001:db8::1")
+        );
     }
 }

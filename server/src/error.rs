@@ -332,9 +332,9 @@ impl From<AppError> for ApiError {
                     format!("Pipeline not found: {shown}"),
                 );
             }
-            AppError::Pipeline(PipelineError::Invalid { .. } | PipelineError::Unreadable { .. }) => {
-                ErrorCode::InvalidPipeline
-            }
+            AppError::Pipeline(
+                PipelineError::Invalid { .. } | PipelineError::Unreadable { .. },
+            ) => ErrorCode::InvalidPipeline,
             AppError::NotFound(_) => ErrorCode::NotFound,
             AppError::BadRequest(_) => ErrorCode::BadRequest,
             AppError::RunTerminal { .. } => ErrorCode::RunTerminal,
@@ -429,7 +429,9 @@ mod tests {
 
     #[test]
     fn internal_failures_show_no_internal_text() {
-        let e = ApiError::from(AppError::Internal("database: disk I/O error at /data".into()));
+        let e = ApiError::from(AppError::Internal(
+            "database: disk I/O error at /data".into(),
+        ));
         let body = serde_json::to_value(e.body()).expect("json");
         assert_eq!(body["detail"], "Internal server error");
         assert_eq!(body["code"], "server_error");

@@ -174,8 +174,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
                         loc.push(Value::from(field));
                     }
                     "missing"
-                } else if message.contains("invalid digit") || message.contains("invalid type")
-                {
+                } else if message.contains("invalid digit") || message.contains("invalid type") {
                     "int_parsing"
                 } else {
                     "value_error"
@@ -204,12 +203,7 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
 }
 
 /// A page of a listing: `limit` within `1..=max` (default `default`), `offset` from 0.
-pub fn page_limit(
-    name: &str,
-    value: Option<u64>,
-    default: u64,
-    max: u64,
-) -> Result<u64, ApiError> {
+pub fn page_limit(name: &str, value: Option<u64>, default: u64, max: u64) -> Result<u64, ApiError> {
     let limit = value.unwrap_or(default);
     if limit == 0 {
         return Err(ApiError::invalid(

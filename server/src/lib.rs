@@ -48,10 +48,7 @@ pub fn router(state: AppState) -> Router {
             .layer(axum::middleware::from_fn(middleware::errors))
             .layer(axum::middleware::from_fn(linger::linger_on_error))
             .layer(CatchPanicLayer::custom(middleware::panic_response))
-            .layer(axum::middleware::from_fn_with_state(
-                state,
-                auth::authorize,
-            ))
+            .layer(axum::middleware::from_fn_with_state(state, auth::authorize))
             .layer(axum::middleware::from_fn_with_state(
                 max_request_bytes,
                 middleware::limit_request_size,

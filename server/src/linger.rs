@@ -24,7 +24,10 @@ pub const LINGER_TIME: Duration = Duration::from_secs(5);
 /// A body whose inner stream stays reachable after the handler dropped it.
 struct Shared(Arc<Mutex<Body>>);
 
-fn poll_shared(body: &Mutex<Body>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+fn poll_shared(
+    body: &Mutex<Body>,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
     // Only this request's handler and then this middleware touch the lock, one after the other.
     let mut inner = body.lock().unwrap_or_else(|p| p.into_inner());
     Pin::new(&mut *inner).poll_frame(cx)

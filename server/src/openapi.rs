@@ -158,14 +158,14 @@ fn decorate(method: &Method, path: &str, operation: &mut Operation) {
             "`rate_limited`: the identity's window is used up (with `Retry-After`)",
         );
         if access == Access::Write {
-            add(403, "`insufficient_scope`: a read-scope key on a write route");
+            add(
+                403,
+                "`insufficient_scope`: a read-scope key on a write route",
+            );
         }
     }
     let takes_input = operation.request_body.is_some()
-        || operation
-            .parameters
-            .as_ref()
-            .is_some_and(|p| !p.is_empty());
+        || operation.parameters.as_ref().is_some_and(|p| !p.is_empty());
     if takes_input {
         add(
             422,
@@ -175,5 +175,8 @@ fn decorate(method: &Method, path: &str, operation: &mut Operation) {
     if operation.request_body.is_some() {
         add(413, "`request_too_large`: body over the request limit");
     }
-    add(500, "`server_error`: `Internal server error`; the cause is logged");
+    add(
+        500,
+        "`server_error`: `Internal server error`; the cause is logged",
+    );
 }

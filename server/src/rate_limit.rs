@@ -29,7 +29,9 @@ pub struct RateLimiter {
 pub enum Verdict {
     Allowed,
     /// Denied; retry after this many seconds (at least 1).
-    Limited { retry_after: u64 },
+    Limited {
+        retry_after: u64,
+    },
 }
 
 impl RateLimiter {

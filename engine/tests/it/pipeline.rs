@@ -31,7 +31,7 @@ fn unknown_stage_kind_points_at_uses() {
         e.starts_with("pipelines/broken.yaml:5:11: unknown stage kind `frobnicate`"),
         "{e}"
     );
-    assert!(e.contains("known kinds: step"), "{e}");
+    assert!(e.contains("known kinds: spawn, step"), "{e}");
 }
 
 #[test]

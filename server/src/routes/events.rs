@@ -263,11 +263,9 @@ impl Follow {
                 Err(AppError::NotFound(_)) => {
                     // The run's document was deleted while it was followed.
                     self.finished = true;
-                    return Some(
-                        Event::default().event("error").data(
-                            json!({"detail": "Run not found", "code": "not_found"}).to_string(),
-                        ),
-                    );
+                    return Some(Event::default().event("error").data(
+                        json!({"detail": "Run not found", "code": "not_found"}).to_string(),
+                    ));
                 }
                 Err(e) => return Some(self.failed(e)),
             }

@@ -120,7 +120,9 @@ async fn every_route_against_every_credential() {
 #[tokio::test]
 async fn unknown_routes_need_a_credential_too() {
     let app = TestApp::with(auth_vars()).await;
-    app.get("/nowhere").await.assert_error(401, "invalid_api_key");
+    app.get("/nowhere")
+        .await
+        .assert_error(401, "invalid_api_key");
     app.call(Call::new(Method::GET, "/nowhere").key(READ_KEY))
         .await
         .assert_error(404, "not_found");
@@ -181,13 +183,18 @@ async fn denials_are_audited_without_key_material() {
     app.get("/documents").await;
     app.call(Call::new(Method::GET, "/documents").key("secret-guess-123"))
         .await;
-    app.call(Call::new(Method::GET, "/config").key(READ_KEY)).await;
+    app.call(Call::new(Method::GET, "/config").key(READ_KEY))
+        .await;
     app.wait_audit(3).await;
     let page = app.shelf().audit_events(10, 0).await.expect("audit");
     let reasons: Vec<&str> = page.events.iter().map(|e| e.reason.as_str()).collect();
     assert_eq!(
         reasons,
-        ["insufficient_scope", "invalid_credential", "missing_credential"]
+        [
+            "insufficient_scope",
+            "invalid_credential",
+            "missing_credential"
+        ]
     );
     let scope = &page.events[0];
     assert_eq!(scope.scope.as_deref(), Some("read"));
@@ -234,13 +241,21 @@ async fn rate_limit_per_identity_with_retry_after() {
     }
     // Unauthenticated requests count against the client address: key guessing is limited.
     for _ in 0..2 {
-        app.call(Call::new(Method::GET, "/documents").key("guess").peer("192.0.2.7:1"))
-            .await
-            .assert_error(401, "invalid_api_key");
-    }
-    app.call(Call::new(Method::GET, "/documents").key("guess").peer("192.0.2.7:1"))
+        app.call(
+            Call::new(Method::GET, "/documents")
+                .key("guess")
+                .peer("192.0.2.7:1"),
+        )
         .await
-        .assert_error(429, "rate_limited");
+        .assert_error(401, "invalid_api_key");
+    }
+    app.call(
+        Call::new(Method::GET, "/documents")
+            .key("guess")
+            .peer("192.0.2.7:1"),
+    )
+    .await
+    .assert_error(429, "rate_limited");
     app.wait_audit(4).await;
     let page = app.shelf().audit_events(10, 0).await.expect("audit");
     let limited_rows: Vec<_> = page

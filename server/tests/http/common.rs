@@ -37,7 +37,10 @@ pub fn sha256_hex(text: &str) -> String {
 /// The settings of an API with every kind of credential.
 pub fn auth_vars() -> Vec<(String, String)> {
     vec![
-        ("SHELF_API_KEYS".into(), format!("read:{READ_KEY},write:{WRITE_KEY}")),
+        (
+            "SHELF_API_KEYS".into(),
+            format!("read:{READ_KEY},write:{WRITE_KEY}"),
+        ),
         (
             "SHELF_API_KEY_HASHES".into(),
             format!(

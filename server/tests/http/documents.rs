@@ -73,10 +73,21 @@ async fn archive_signatures_are_refused_under_text_names() {
 #[tokio::test]
 async fn unsupported_and_binary_files_say_why() {
     let app = TestApp::new().await;
-    let exe = app.upload("tool.exe", b"MZ").await.assert_error(400, "unsupported_file_type");
+    let exe = app
+        .upload("tool.exe", b"MZ")
+        .await
+        .assert_error(400, "unsupported_file_type");
     assert!(exe["detail"].as_str().unwrap_or("").contains(".exe"));
-    let none = app.upload("README", b"hi").await.assert_error(400, "unsupported_file_type");
-    assert!(none["detail"].as_str().unwrap_or("").contains("no extension"));
+    let none = app
+        .upload("README", b"hi")
+        .await
+        .assert_error(400, "unsupported_file_type");
+    assert!(
+        none["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no extension")
+    );
     let binary = app
         .upload("data.txt", b"abc\0\0\0def")
         .await
@@ -102,10 +113,10 @@ async fn multipart_problems_are_errors_with_bodies() {
     let app = TestApp::new().await;
     let body = multipart_body(&[("other", Some("x.txt"), b"hi".as_slice())]);
     let missing = app
-        .call(Call::new(Method::POST, "/documents").raw(
-            &format!("multipart/form-data; boundary={BOUNDARY}"),
-            body,
-        ))
+        .call(
+            Call::new(Method::POST, "/documents")
+                .raw(&format!("multipart/form-data; boundary={BOUNDARY}"), body),
+        )
         .await
         .assert_error(422, "validation_error");
     assert_eq!(missing["detail"][0]["loc"], json!(["body", "file"]));
@@ -139,7 +150,11 @@ async fn symlinked_uploads_directory_is_refused_for_upload_and_delete() {
         .await
         .assert_error(400, "invalid_import_path");
     assert_eq!(app.count("documents").await, 1);
-    assert_eq!(files_under(&moved).len(), 1, "nothing written through the link");
+    assert_eq!(
+        files_under(&moved).len(),
+        1,
+        "nothing written through the link"
+    );
 }
 
 #[tokio::test]
@@ -162,7 +177,10 @@ async fn list_get_and_delete() {
     let app = TestApp::new().await;
     let mut ids = Vec::new();
     for i in 0..3 {
-        ids.push(app.upload_ok(&format!("d{i}.txt"), format!("document {i}\n").as_bytes()).await);
+        ids.push(
+            app.upload_ok(&format!("d{i}.txt"), format!("document {i}\n").as_bytes())
+                .await,
+        );
     }
     let page = app.get("/documents?limit=2&offset=1").await;
     assert_eq!(page.status, 200);
@@ -244,13 +262,19 @@ async fn reprocess_and_content_pages() {
 
     // No body: queued for a worker.
     let queued = app
-        .call(Call::new(Method::POST, &format!("/documents/{id}/reprocess")))
+        .call(Call::new(
+            Method::POST,
+            &format!("/documents/{id}/reprocess"),
+        ))
         .await;
     assert_eq!(queued.status, 201);
     assert_eq!(queued.json()["status"], "queued");
-    app.call(Call::new(Method::POST, "/documents/doc_0000000000000000/reprocess"))
-        .await
-        .assert_error(404, "not_found");
+    app.call(Call::new(
+        Method::POST,
+        "/documents/doc_0000000000000000/reprocess",
+    ))
+    .await
+    .assert_error(404, "not_found");
     let unknown = app
         .post_json(
             &format!("/documents/{id}/reprocess"),

@@ -20,7 +20,9 @@ fn assert_security_headers(reply: &Reply, what: &str) {
         assert_eq!(reply.header(name), Some(*value), "{name} on {what}");
     }
     assert!(
-        reply.header("permissions-policy").is_some_and(|p| p.contains("camera=()")),
+        reply
+            .header("permissions-policy")
+            .is_some_and(|p| p.contains("camera=()")),
         "permissions-policy on {what}"
     );
 }
@@ -31,10 +33,21 @@ async fn security_headers_on_every_kind_of_response() {
     let replies = [
         ("ok", app.get("/health").await),
         ("401", app.get("/documents").await),
-        ("403", app.call(Call::new(Method::GET, "/config").key(READ_KEY)).await),
-        ("404", app.call(Call::new(Method::GET, "/x").key(READ_KEY)).await),
+        (
+            "403",
+            app.call(Call::new(Method::GET, "/config").key(READ_KEY))
+                .await,
+        ),
+        (
+            "404",
+            app.call(Call::new(Method::GET, "/x").key(READ_KEY)).await,
+        ),
         ("405", app.call(Call::new(Method::PUT, "/health")).await),
-        ("openapi", app.call(Call::new(Method::GET, "/openapi.json").key(READ_KEY)).await),
+        (
+            "openapi",
+            app.call(Call::new(Method::GET, "/openapi.json").key(READ_KEY))
+                .await,
+        ),
     ];
     for (what, reply) in &replies {
         assert_security_headers(reply, what);
@@ -49,11 +62,18 @@ async fn request_ids_are_echoed_or_made() {
         .await;
     assert_eq!(echoed.header("x-request-id"), Some("abc-123"));
     let made = app.get("/health").await;
-    assert!(made.header("x-request-id").is_some_and(|v| v.starts_with("req_")));
+    assert!(
+        made.header("x-request-id")
+            .is_some_and(|v| v.starts_with("req_"))
+    );
     let replaced = app
         .call(Call::new(Method::GET, "/health").header("x-request-id", "bad id with spaces"))
         .await;
-    assert!(replaced.header("x-request-id").is_some_and(|v| v.starts_with("req_")));
+    assert!(
+        replaced
+            .header("x-request-id")
+            .is_some_and(|v| v.starts_with("req_"))
+    );
     let on_error = app.get("/nope").await;
     assert!(on_error.header("x-request-id").is_some());
 }
@@ -73,8 +93,12 @@ async fn framework_errors_have_json_bodies() {
 #[tokio::test]
 async fn server_errors_hide_their_cause() {
     let app = TestApp::new().await;
-    app.sql("ALTER TABLE documents RENAME TO documents_elsewhere").await;
-    let body = app.get("/documents").await.assert_error(500, "server_error");
+    app.sql("ALTER TABLE documents RENAME TO documents_elsewhere")
+        .await;
+    let body = app
+        .get("/documents")
+        .await
+        .assert_error(500, "server_error");
     assert_eq!(body["detail"], "Internal server error");
 }
 
@@ -108,8 +132,11 @@ async fn request_size_is_limited_by_header_and_by_stream() {
     assert!(files_under(&app.data_dir().join("uploads")).is_empty());
     assert_eq!(app.count("documents").await, 0);
 
-    let json_chunks: Vec<Result<Vec<u8>, std::io::Error>> =
-        vec![Ok(b"{\"query\": \"".to_vec()), Ok(vec![b'a'; 3000]), Ok(b"\"}".to_vec())];
+    let json_chunks: Vec<Result<Vec<u8>, std::io::Error>> = vec![
+        Ok(b"{\"query\": \"".to_vec()),
+        Ok(vec![b'a'; 3000]),
+        Ok(b"\"}".to_vec()),
+    ];
     app.call(Call::new(Method::POST, "/search").raw(
         "application/json",
         Body::from_stream(futures::stream::iter(json_chunks)),
@@ -118,7 +145,9 @@ async fn request_size_is_limited_by_header_and_by_stream() {
     .assert_error(413, "request_too_large");
     // Under the limit, all is well.
     assert_eq!(
-        app.post_json("/search", json!({"query": "nothing"})).await.status,
+        app.post_json("/search", json!({"query": "nothing"}))
+            .await
+            .status,
         200
     );
 }

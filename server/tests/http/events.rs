@@ -16,7 +16,10 @@ const TEXT: &[u8] = b"Bees make honey in hives.\nBeekeepers collect it.\n";
 async fn finished_run(app: &TestApp) -> String {
     let doc = app.upload_ok("bees.txt", TEXT).await;
     let id = app
-        .post_json("/runs", json!({"document_id": doc, "processing_mode": "process"}))
+        .post_json(
+            "/runs",
+            json!({"document_id": doc, "processing_mode": "process"}),
+        )
         .await
         .json()["id"]
         .as_str()
@@ -28,14 +31,25 @@ async fn finished_run(app: &TestApp) -> String {
 
 /// Reads a whole event stream (it ends after `done`) into `(event, id, data)` triples.
 async fn read_stream(app: &TestApp, call: Call) -> (Vec<(String, Option<String>, String)>, String) {
-    let response = app.router.clone().oneshot(call.build()).await.expect("response");
+    let response = app
+        .router
+        .clone()
+        .oneshot(call.build())
+        .await
+        .expect("response");
     assert_eq!(response.status(), 200);
     assert_eq!(
-        response.headers().get("content-type").and_then(|v| v.to_str().ok()),
+        response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
         Some("text/event-stream")
     );
     assert_eq!(
-        response.headers().get("cache-control").and_then(|v| v.to_str().ok()),
+        response
+            .headers()
+            .get("cache-control")
+            .and_then(|v| v.to_str().ok()),
         Some("no-store")
     );
     assert!(response.headers().get("x-content-type-options").is_some());
@@ -95,7 +109,12 @@ async fn pages_of_lines_and_records() {
 
     let lines = app.get(&format!("/runs/{id}/events?limit=3")).await.json();
     assert_eq!(lines["events"].as_array().map(Vec::len), Some(3));
-    assert!(lines["events"][0].as_str().unwrap_or("").contains("run queued"));
+    assert!(
+        lines["events"][0]
+            .as_str()
+            .unwrap_or("")
+            .contains("run queued")
+    );
 
     app.get(&format!("/runs/{id}/events?limit=1001"))
         .await
@@ -165,8 +184,7 @@ async fn record_stream_ends_with_done_and_resumes() {
     assert_eq!(lines.last().map(|e| e.0.as_str()), Some("done"));
 
     app.call(
-        Call::new(Method::GET, &format!("/runs/{id}/events/stream"))
-            .header("last-event-id", "abc"),
+        Call::new(Method::GET, &format!("/runs/{id}/events/stream")).header("last-event-id", "abc"),
     )
     .await
     .assert_error(422, "validation_error");
@@ -177,7 +195,10 @@ async fn idle_streams_send_heartbeats_and_end_on_cancel_and_shutdown() {
     let app = TestApp::new().await;
     let doc = app.upload_ok("bees.txt", TEXT).await;
     // Queued with no worker: the stream waits.
-    let id = app.post_json("/runs", json!({"document_id": doc})).await.json()["id"]
+    let id = app
+        .post_json("/runs", json!({"document_id": doc}))
+        .await
+        .json()["id"]
         .as_str()
         .expect("id")
         .to_string();
@@ -214,7 +235,10 @@ async fn idle_streams_send_heartbeats_and_end_on_cancel_and_shutdown() {
     assert!(seen.contains("\"status\":\"canceled\""));
 
     // A stream of a live run ends (without `done`) when the server shuts down.
-    let other = app.post_json("/runs", json!({"document_id": doc})).await.json()["id"]
+    let other = app
+        .post_json("/runs", json!({"document_id": doc}))
+        .await
+        .json()["id"]
         .as_str()
         .expect("id")
         .to_string();

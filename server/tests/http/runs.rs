@@ -36,7 +36,15 @@ async fn queued_runs_are_listed_and_shown() {
     }
     let stages = run["stages"].as_array().expect("stages");
     assert!(stages.iter().any(|s| s["name"] == "clean"));
-    for field in ["name", "status", "attempts", "started_at", "finished_at", "duration_ms", "error"] {
+    for field in [
+        "name",
+        "status",
+        "attempts",
+        "started_at",
+        "finished_at",
+        "duration_ms",
+        "error",
+    ] {
         assert!(stages[0].get(field).is_some(), "stage {field} missing");
     }
 
@@ -51,9 +59,14 @@ async fn queued_runs_are_listed_and_shown() {
         .await
         .json();
     assert_eq!(filtered["total"], 0);
-    app.get("/runs?limit=0").await.assert_error(422, "validation_error");
+    app.get("/runs?limit=0")
+        .await
+        .assert_error(422, "validation_error");
 
-    assert_eq!(app.get(&format!("/runs/{id}")).await.json()["id"], id.as_str());
+    assert_eq!(
+        app.get(&format!("/runs/{id}")).await.json()["id"],
+        id.as_str()
+    );
     app.get("/runs/run_0000000000000000")
         .await
         .assert_error(404, "not_found");
@@ -111,7 +124,10 @@ async fn bad_run_requests_are_validation_errors() {
 async fn cancel_then_terminal() {
     let app = TestApp::new().await;
     let doc = app.upload_ok("horses.txt", TEXT).await;
-    let id = app.post_json("/runs", json!({"document_id": doc})).await.json()["id"]
+    let id = app
+        .post_json("/runs", json!({"document_id": doc}))
+        .await
+        .json()["id"]
         .as_str()
         .expect("id")
         .to_string();
@@ -144,7 +160,10 @@ async fn failed_runs_can_be_retried() {
     assert_eq!(stored.len(), 1);
     std::fs::write(&stored[0], b"tampered").expect("tamper");
     let id = app
-        .post_json("/runs", json!({"document_id": doc, "processing_mode": "process"}))
+        .post_json(
+            "/runs",
+            json!({"document_id": doc, "processing_mode": "process"}),
+        )
         .await
         .json()["id"]
         .as_str()
@@ -168,8 +187,11 @@ async fn broken_pipelines_and_failed_submissions() {
     let app = TestApp::new().await;
     let dir = app.dir.path().join("pipelines");
     std::fs::create_dir_all(&dir).expect("mkdir");
-    std::fs::write(dir.join("broken.yaml"), "version: 1\nstages:\n  a: { uses: nope }\n")
-        .expect("write");
+    std::fs::write(
+        dir.join("broken.yaml"),
+        "version: 1\nstages:\n  a: { uses: nope }\n",
+    )
+    .expect("write");
     let app = TestApp::with([("SHELF_PIPELINES_DIR", dir.display().to_string())]).await;
     let doc = app.upload_ok("horses.txt", TEXT).await;
     app.post_json("/runs", json!({"document_id": doc, "pipeline": "broken"}))

@@ -11,7 +11,10 @@ async fn search_results_and_facets() {
         .upload_ok("bees.txt", b"Honey bees build wax combs in the hive.\n")
         .await;
     let run = app
-        .post_json("/runs", json!({"document_id": doc, "processing_mode": "process"}))
+        .post_json(
+            "/runs",
+            json!({"document_id": doc, "processing_mode": "process"}),
+        )
         .await
         .json();
     let run_id = run["id"].as_str().expect("id");
@@ -34,7 +37,14 @@ async fn search_results_and_facets() {
     assert_eq!(hit["run_id"], run_id);
     assert_eq!(hit["source"], "cleaned");
     assert!(hit["snippet"].as_str().unwrap_or("").contains("<mark>"));
-    for field in ["filename", "document_status", "created_at", "score", "classification_code", "classification_label"] {
+    for field in [
+        "filename",
+        "document_status",
+        "created_at",
+        "score",
+        "classification_code",
+        "classification_label",
+    ] {
         assert!(hit.get(field).is_some(), "{field}");
     }
     let raw = app
@@ -44,7 +54,10 @@ async fn search_results_and_facets() {
     assert_eq!(raw["results"][0]["run_id"], serde_json::Value::Null);
 
     let facets = app
-        .post_json("/search/facets", json!({"query": "honey", "facet_limit": 5}))
+        .post_json(
+            "/search/facets",
+            json!({"query": "honey", "facet_limit": 5}),
+        )
         .await;
     assert_eq!(facets.status, 200, "{}", facets.text());
     let facets = facets.json();
@@ -63,11 +76,27 @@ async fn search_errors() {
             400,
             "invalid_search_window",
         ),
-        (json!({"query": "a".repeat(4097)}), 400, "search_query_too_large"),
+        (
+            json!({"query": "a".repeat(4097)}),
+            400,
+            "search_query_too_large",
+        ),
         (json!({"query": "!!! ---"}), 400, "invalid_search_query"),
-        (json!({"query": "x", "scope": "everything"}), 400, "invalid_search_scope"),
-        (json!({"query": "x", "document_status": "gone"}), 400, "invalid_document_status"),
-        (json!({"query": "x", "created_after": "yesterday"}), 422, "validation_error"),
+        (
+            json!({"query": "x", "scope": "everything"}),
+            400,
+            "invalid_search_scope",
+        ),
+        (
+            json!({"query": "x", "document_status": "gone"}),
+            400,
+            "invalid_document_status",
+        ),
+        (
+            json!({"query": "x", "created_after": "yesterday"}),
+            422,
+            "validation_error",
+        ),
         (json!({"query": 5}), 422, "validation_error"),
     ];
     for path in ["/search", "/search/results", "/search/facets"] {
@@ -78,7 +107,10 @@ async fn search_errors() {
         }
     }
     let bad_ts = app
-        .post_json("/search", json!({"query": "x", "created_after": "yesterday"}))
+        .post_json(
+            "/search",
+            json!({"query": "x", "created_after": "yesterday"}),
+        )
         .await
         .json();
     assert_eq!(bad_ts["detail"][0]["loc"], json!(["body", "created_after"]));

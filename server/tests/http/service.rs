@@ -52,16 +52,24 @@ async fn ready_checks_storage_database_and_migrations() {
         serde_json::json!(["m20261121_000001_init"])
     );
 
-    app.sql("INSERT INTO seaql_migrations (version, applied_at) VALUES ('m29990101_000001_future', 0)")
-        .await;
-    let newer = app.get("/ready").await.assert_error(503, "service_unavailable");
+    app.sql(
+        "INSERT INTO seaql_migrations (version, applied_at) VALUES ('m29990101_000001_future', 0)",
+    )
+    .await;
+    let newer = app
+        .get("/ready")
+        .await
+        .assert_error(503, "service_unavailable");
     assert!(newer["detail"].as_str().unwrap_or("").contains("newer"));
     app.sql("DELETE FROM seaql_migrations WHERE version = 'm29990101_000001_future'")
         .await;
     assert_eq!(app.get("/ready").await.status, 200);
 
     std::fs::remove_file(app.data_dir().join("shelf.sqlite")).expect("remove db");
-    let missing = app.get("/ready").await.assert_error(503, "service_unavailable");
+    let missing = app
+        .get("/ready")
+        .await
+        .assert_error(503, "service_unavailable");
     assert_eq!(missing["detail"], "database is missing");
 }
 
@@ -75,7 +83,10 @@ async fn ready_fails_when_the_data_directory_is_gone() {
     std::fs::remove_dir_all(app.data_dir()).ok();
     // A file where the data directory should be: nothing can be created in it.
     std::fs::write(app.data_dir(), b"not a directory").expect("write");
-    let body = app.get("/ready").await.assert_error(503, "service_unavailable");
+    let body = app
+        .get("/ready")
+        .await
+        .assert_error(503, "service_unavailable");
     assert_eq!(body["detail"], "data directory is not writable");
     let _ = std::fs::remove_file("/tmp/shelf-ready-test-never-used.sqlite");
 }
@@ -85,10 +96,17 @@ async fn config_is_redacted() {
     let mut vars = auth_vars();
     vars.push(("OPENAI_API_KEY".into(), "sk-provider-secret".into()));
     let app = TestApp::with(vars).await;
-    let reply = app.call(Call::new(Method::GET, "/config").key(WRITE_KEY)).await;
+    let reply = app
+        .call(Call::new(Method::GET, "/config").key(WRITE_KEY))
+        .await;
     assert_eq!(reply.status, 200);
     let text = reply.text();
-    for secret in [READ_KEY, WRITE_KEY, "sk-provider-secret", &sha256_hex(HASHED_KEY)] {
+    for secret in [
+        READ_KEY,
+        WRITE_KEY,
+        "sk-provider-secret",
+        &sha256_hex(HASHED_KEY),
+    ] {
         assert!(!text.contains(secret), "{secret} leaked");
     }
     let config = reply.json();

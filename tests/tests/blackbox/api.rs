@@ -50,9 +50,7 @@ impl Api {
             let mut rest = Vec::new();
             let _ = reader.read_to_end(&mut rest);
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_default();
+        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
         let base = line
             .trim()
             .strip_prefix("shelf api listening on ")
@@ -89,7 +87,11 @@ fn client() -> Client {
 
 fn migrated(env: Env) -> Env {
     let out = env.run(&["migrate"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     env
 }
 
@@ -122,7 +124,10 @@ async fn get_json(client: &Client, api: &Api, path: &str) -> Value {
 fn assert_error(status: StatusCode, body: &Value, expected_status: u16, code: &str) {
     assert_eq!(status.as_u16(), expected_status, "{body}");
     assert_eq!(body["code"], code, "{body}");
-    assert!(body["detail"].is_string() || body["detail"].is_array(), "{body}");
+    assert!(
+        body["detail"].is_string() || body["detail"].is_array(),
+        "{body}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,7 +160,9 @@ async fn corpus_uploads_and_a_run_followed_to_done_with_a_real_worker() {
         &client,
         &api,
         "notes/../Über  café.md",
-        "# Über café\n\nNaïve façade, 42 crêpes.\n".as_bytes().to_vec(),
+        "# Über café\n\nNaïve façade, 42 crêpes.\n"
+            .as_bytes()
+            .to_vec(),
     )
     .await;
     assert_eq!(status, 201, "{made}");
@@ -207,7 +214,12 @@ async fn corpus_uploads_and_a_run_followed_to_done_with_a_real_worker() {
     let finished = get_json(&client, &api, &format!("/runs/{run_id}")).await;
     assert_eq!(finished["status"], "succeeded");
     assert!(finished["stages"].as_array().is_some_and(|s| !s.is_empty()));
-    let content = get_json(&client, &api, &format!("/documents/{doc}/content?limit=200")).await;
+    let content = get_json(
+        &client,
+        &api,
+        &format!("/documents/{doc}/content?limit=200"),
+    )
+    .await;
     assert!(content["text"].as_str().is_some_and(|t| !t.is_empty()));
     let hits: Value = client
         .post(api.url("/search"))
@@ -218,7 +230,12 @@ async fn corpus_uploads_and_a_run_followed_to_done_with_a_real_worker() {
         .json()
         .await
         .expect("json");
-    assert!(hits["document_ids"].as_array().is_some_and(|d| d.iter().any(|i| i == doc.as_str())), "{hits}");
+    assert!(
+        hits["document_ids"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|i| i == doc.as_str())),
+        "{hits}"
+    );
 
     // Resume after the third event: the stream starts at the fourth.
     let resumed = client
@@ -250,7 +267,11 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("GET", "/runs/run_0000000000000000/events", "read"),
     ("GET", "/runs/run_0000000000000000/events/records", "read"),
     ("GET", "/runs/run_0000000000000000/events/stream", "read"),
-    ("GET", "/runs/run_0000000000000000/events/records/stream", "read"),
+    (
+        "GET",
+        "/runs/run_0000000000000000/events/records/stream",
+        "read",
+    ),
     ("POST", "/search", "read"),
     ("POST", "/search/results", "read"),
     ("POST", "/search/facets", "read"),
@@ -289,7 +310,10 @@ async fn the_auth_matrix_over_the_wire() {
     let env = migrated(
         Env::new()
             .with("SHELF_API_KEYS", "read:bb-read-key,write:bb-write-key")
-            .with("SHELF_API_KEY_HASHES", &format!("write:{}", sha256_hex("bb-hashed-key")))
+            .with(
+                "SHELF_API_KEY_HASHES",
+                &format!("write:{}", sha256_hex("bb-hashed-key")),
+            )
             .with("SHELF_API_KEY_SHA256", &sha256_hex("bb-hashed-solo")),
     );
     let api = Api::start(&env);
@@ -333,7 +357,10 @@ async fn the_auth_matrix_over_the_wire() {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
             assert_eq!(
-                reply.headers().get("x-frame-options").and_then(|v| v.to_str().ok()),
+                reply
+                    .headers()
+                    .get("x-frame-options")
+                    .and_then(|v| v.to_str().ok()),
                 Some("DENY")
             );
             let is_stream = path.ends_with("/stream") && status == 200;
@@ -373,11 +400,22 @@ async fn the_auth_matrix_over_the_wire() {
     for secret in ["bb-wrong", "bb-read-key", "bb-write-key", "bb-hashed-key"] {
         assert!(!text.contains(secret), "{secret} in the audit trail");
     }
-    let second = env.json(&["admin", "api-audit", "--json", "--limit", "2", "--offset", "1"]);
+    let second = env.json(&[
+        "admin",
+        "api-audit",
+        "--json",
+        "--limit",
+        "2",
+        "--offset",
+        "1",
+    ]);
     assert_eq!(second["events"].as_array().map(Vec::len), Some(2));
     assert_eq!(second["offset"], 1);
     assert!(!api.logs().contains("bb-wrong"), "key material in the logs");
-    assert!(api.logs().contains("shelf.api"), "denials are logged as shelf.api");
+    assert!(
+        api.logs().contains("shelf.api"),
+        "denials are logged as shelf.api"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -398,7 +436,11 @@ async fn upload_and_request_limits() {
     assert_eq!(status, 201);
     let list = get_json(&client, &api, "/documents").await;
     assert_eq!(list["total"], 1, "failed uploads leave no row");
-    assert_eq!(count_files(&env.path().join("data/uploads")), 1, "failed uploads leave no file");
+    assert_eq!(
+        count_files(&env.path().join("data/uploads")),
+        1,
+        "failed uploads leave no file"
+    );
     drop(api);
 
     // No Content-Length: the streamed bytes hit the request limit (the upload cap is higher).
@@ -476,7 +518,10 @@ fn raw_upload(api: &Api, name: &str, size: usize, chunked: bool) -> (StatusCode,
         .find('{')
         .and_then(|start| body.rfind('}').map(|end| &body[start..=end]))
         .unwrap_or("null");
-    (status, serde_json::from_str(json_text).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_str(json_text).unwrap_or(Value::Null),
+    )
 }
 
 fn count_files(dir: &std::path::Path) -> usize {
@@ -501,7 +546,11 @@ async fn every_hostile_archive_is_refused() {
     for dir in ["hostile/archives-renamed", "hostile/bombs"] {
         for entry in std::fs::read_dir(corpus(dir)).expect("corpus").flatten() {
             let path = entry.path();
-            let name = path.file_name().and_then(|n| n.to_str()).expect("name").to_string();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .expect("name")
+                .to_string();
             let bytes = std::fs::read(&path).expect("read");
             // Under its own name (renamed archives end in .txt: refused by signature; bombs
             // end in .zip: refused by extension), and under a text name (by signature).
@@ -524,7 +573,10 @@ fn public_bind_needs_a_key_and_an_import_root() {
     let out = env.run(&["api", "--host", "0.0.0.0", "--port", "0"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("SHELF_API_KEY") && stderr.contains("SHELF_API_IMPORT_ROOT"), "{stderr}");
+    assert!(
+        stderr.contains("SHELF_API_KEY") && stderr.contains("SHELF_API_IMPORT_ROOT"),
+        "{stderr}"
+    );
 
     let only_key = env
         .command(&["api", "--host", "0.0.0.0", "--port", "0"])
@@ -541,7 +593,11 @@ fn public_bind_needs_a_key_and_an_import_root() {
         .with("SHELF_API_IMPORT_ROOT", root.to_str().expect("utf-8"));
     let mut api = Api::start_with(&env, &["api", "--host", "0.0.0.0", "--port", "0"]);
     assert!(api.base.starts_with("http://0.0.0.0:"), "{}", api.base);
-    assert!(api.process.terminate(Duration::from_secs(20)).is_some_and(|s| s.success()));
+    assert!(
+        api.process
+            .terminate(Duration::from_secs(20))
+            .is_some_and(|s| s.success())
+    );
 }
 
 #[test]
@@ -579,13 +635,16 @@ async fn sigterm_leaves_in_process_runs_resumable() {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let r = get_json(&client, &api, &format!("/runs/{run_id}")).await;
-        if r["stages"]
-            .as_array()
-            .is_some_and(|s| s.iter().any(|st| st["name"] == "clean" && st["status"] == "running"))
-        {
+        if r["stages"].as_array().is_some_and(|s| {
+            s.iter()
+                .any(|st| st["name"] == "clean" && st["status"] == "running")
+        }) {
             break;
         }
-        assert!(Instant::now() < deadline, "the run never reached clean: {r}");
+        assert!(
+            Instant::now() < deadline,
+            "the run never reached clean: {r}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // An open stream must not hold the shutdown up.
@@ -595,11 +654,18 @@ async fn sigterm_leaves_in_process_runs_resumable() {
         .await
         .expect("stream");
     let status = api.process.terminate(Duration::from_secs(40));
-    assert!(status.is_some_and(|s| s.success()), "api did not stop cleanly:\n{}", api.logs());
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "api did not stop cleanly:\n{}",
+        api.logs()
+    );
     let _ = tokio::time::timeout(Duration::from_secs(5), stream.text()).await;
 
     let shown = env.json(&["runs", &run_id, "--json"]);
-    assert_eq!(shown["status"], "queued", "released back to the queue: {shown}");
+    assert_eq!(
+        shown["status"], "queued",
+        "released back to the queue: {shown}"
+    );
     let kinds: Vec<&str> = shown["events"]
         .as_array()
         .expect("events")
@@ -609,9 +675,13 @@ async fn sigterm_leaves_in_process_runs_resumable() {
     assert!(kinds.contains(&"run_released"), "{kinds:?}");
 
     let _worker = env.spawn(&["worker"]);
-    let done = wait_for(Duration::from_secs(60), "the worker to finish the run", || {
-        let run = env.json(&["runs", &run_id, "--json"]);
-        (run["status"] == "succeeded").then_some(run)
-    });
+    let done = wait_for(
+        Duration::from_secs(60),
+        "the worker to finish the run",
+        || {
+            let run = env.json(&["runs", &run_id, "--json"]);
+            (run["status"] == "succeeded").then_some(run)
+        },
+    );
     assert_eq!(done["status"], "succeeded");
 }

@@ -14,7 +14,10 @@ fn read(relative: &str) -> String {
 #[test]
 fn ci_runs_exactly_the_readme_test_command() {
     let readme = read("README.md");
-    let section = readme.split("## Tests").nth(1).expect("README has a Tests section");
+    let section = readme
+        .split("## Tests")
+        .nth(1)
+        .expect("README has a Tests section");
     let command = section
         .lines()
         .skip_while(|l| !l.starts_with("```"))
@@ -25,16 +28,29 @@ fn ci_runs_exactly_the_readme_test_command() {
     let last = ci
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .last()
+        .rfind(|l| !l.is_empty() && !l.starts_with('#'))
         .expect(".ci/run runs something");
     assert_eq!(last, command, ".ci/run must end with README's test command");
 }
 
 /// (crate directory, crates it must never depend on)
 const FORBIDDEN: &[(&str, &[&str])] = &[
-    ("engine", &["shelf-documents", "shelf-stages", "shelf-app", "shelf-server", "axum", "clap", "reqwest"]),
-    ("documents", &["shelf-stages", "shelf-app", "shelf-server", "axum", "clap"]),
+    (
+        "engine",
+        &[
+            "shelf-documents",
+            "shelf-stages",
+            "shelf-app",
+            "shelf-server",
+            "axum",
+            "clap",
+            "reqwest",
+        ],
+    ),
+    (
+        "documents",
+        &["shelf-stages", "shelf-app", "shelf-server", "axum", "clap"],
+    ),
     ("stages", &["shelf-app", "shelf-server", "axum", "clap"]),
     ("app", &["shelf-server", "axum", "clap"]),
     ("server", &["clap"]),
@@ -47,16 +63,19 @@ fn dependencies_point_one_way() {
         let deps = manifest.split("[dependencies]").nth(1).unwrap_or("");
         let deps = deps.split("\n[").next().unwrap_or("");
         for name in *forbidden {
-            let used = deps
-                .lines()
-                .any(|l| l.trim_start().starts_with(&format!("{name} ")) || l.trim_start().starts_with(&format!("{name}.")));
+            let used = deps.lines().any(|l| {
+                l.trim_start().starts_with(&format!("{name} "))
+                    || l.trim_start().starts_with(&format!("{name}."))
+            });
             assert!(!used, "{krate} must not depend on {name}");
         }
     }
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -70,7 +89,15 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn every_module_says_what_it_is_for() {
     let mut files = Vec::new();
-    for krate in ["engine", "migrations", "documents", "stages", "app", "server", "cli"] {
+    for krate in [
+        "engine",
+        "migrations",
+        "documents",
+        "stages",
+        "app",
+        "server",
+        "cli",
+    ] {
         rust_files(&root().join(krate).join("src"), &mut files);
     }
     assert!(files.len() > 30);
@@ -82,5 +109,8 @@ fn every_module_says_what_it_is_for() {
         })
         .map(|f| f.display().to_string())
         .collect();
-    assert!(missing.is_empty(), "modules without a //! line: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "modules without a //! line: {missing:?}"
+    );
 }
