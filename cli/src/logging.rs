@@ -1,6 +1,8 @@
 //! `tracing` setup from the settings: `SHELF_LOG_FORMAT` (text or json) and `SHELF_LOG_LEVEL`,
 //! to stderr so stdout stays for results.
 
+use std::io::IsTerminal;
+
 use shelf_app::settings::{LogFormat, Settings};
 use tracing_subscriber::EnvFilter;
 
@@ -14,6 +16,7 @@ pub fn init(settings: &Settings, quiet_default: bool) {
     let filter = EnvFilter::try_new(&level).unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match settings.log_format {
         LogFormat::Json => builder.json().try_init(),

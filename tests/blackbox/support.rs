@@ -1,4 +1,5 @@
-//! Starting the built `shelf` binary against a fresh data directory.
+//! Starting the built `shelf` binary (cargo builds it for this test target) against a fresh
+//! data directory.
 
 #![allow(dead_code)]
 
@@ -9,26 +10,15 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
-/// The `shelf` binary cargo built next to this test binary.
+/// The `shelf` binary cargo built for this test run.
 pub fn shelf_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target directory");
-    let bin = dir.join(format!("shelf{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo test --workspace` (it builds the shelf binary)",
-        bin.display()
-    );
-    bin
+    PathBuf::from(env!("CARGO_BIN_EXE_shelf"))
 }
 
 /// Real documents vendored from ../shared/corpus (see tests/corpus/README.md).
 pub fn corpus(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("corpus")
+        .join("../tests/corpus")
         .join(relative)
 }
 
