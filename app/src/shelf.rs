@@ -152,6 +152,19 @@ impl Shelf {
         pipeline: Option<&str>,
         mode: ProcessingMode,
     ) -> Result<Option<RunRecord>, AppError> {
+        self.process_until(document_id, pipeline, mode, CancellationToken::new())
+            .await
+    }
+
+    /// [`Shelf::process`] that stops processing when `shutdown` trips (Ctrl-C in the CLI): the
+    /// run then goes back to the queue with its checkpoints, for `shelf worker` to finish.
+    pub async fn process_until(
+        &self,
+        document_id: &str,
+        pipeline: Option<&str>,
+        mode: ProcessingMode,
+        shutdown: CancellationToken,
+    ) -> Result<Option<RunRecord>, AppError> {
         if mode == ProcessingMode::None {
             return Ok(None);
         }
@@ -167,7 +180,7 @@ impl Shelf {
             .await
             .map_err(|e| AppError::RunSubmission(e.to_string()))?;
         match mode {
-            ProcessingMode::Process => Ok(Some(self.run_here(&run.id).await?)),
+            ProcessingMode::Process => Ok(Some(self.run_here_until(&run.id, shutdown).await?)),
             _ => Ok(Some(run)),
         }
     }

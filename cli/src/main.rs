@@ -5,6 +5,7 @@ mod commands;
 mod logging;
 mod output;
 mod progress;
+mod signals;
 
 use std::process::ExitCode;
 

@@ -12,8 +12,8 @@ fn slow_env() -> Env {
     Env::new()
         .with("SHELF_LLM_MOCK_DELAY_MS", "250")
         .with("SHELF_LLM_MAX_CONCURRENCY", "1")
-        .with("SHELF_CHUNK_TARGET_CHARS", "400")
-        .with("SHELF_CHUNK_OVERLAP_CHARS", "40")
+        .with("SHELF_CHUNK_TARGET_CHARS", "300")
+        .with("SHELF_CHUNK_OVERLAP_CHARS", "30")
         .with("SHELF_WORKER_LEASE_SECONDS", "2")
         .with("SHELF_WORKER_HEARTBEAT_MS", "300")
 }

@@ -60,13 +60,13 @@ pub async fn run(args: Args) -> CliResult {
             EXIT_FAILED,
         )
     })?;
+    crate::signals::stop_on_signal(shutdown);
     tracing::info!(%addr, "api listening");
     let mut stdout = std::io::stdout().lock();
     // The one line on stdout; logs go to stderr.
     let _ = writeln!(stdout, "shelf api listening on http://{addr}");
     let _ = stdout.flush();
     drop(stdout);
-    tokio::spawn(super::worker::stop_on_signal(shutdown));
     server.run().await.map_err(|e| {
         Failure::new(
             format!("the server failed: {e}"),

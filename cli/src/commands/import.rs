@@ -6,6 +6,7 @@ use serde::Serialize;
 use shelf_app::{ProcessingMode, Shelf};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use tokio_util::sync::CancellationToken;
 
 use crate::CliResult;
 use crate::output::{EXIT_FAILED, EXIT_NOT_FOUND, Failure, print_json};
@@ -123,6 +124,9 @@ pub async fn run(args: Args) -> CliResult {
     }
 
     let bar = crate::progress::bar(files.len() as u64);
+    // Ctrl-C stops after the current file; its run goes back to the queue for `shelf worker`.
+    let shutdown = CancellationToken::new();
+    crate::signals::stop_on_signal(shutdown.clone());
     let mut summary = Summary {
         files: files.len(),
         ..Summary::default()
@@ -130,7 +134,10 @@ pub async fn run(args: Args) -> CliResult {
     let mut records = Vec::with_capacity(files.len());
     for file in &files {
         bar.set_message(file.display().to_string());
-        let record = import_one(&shelf, file, &args, &bar).await;
+        if shutdown.is_cancelled() {
+            break;
+        }
+        let record = import_one(&shelf, file, &args, &bar, &shutdown).await;
         match record.status {
             "failed" => summary.failed += 1,
             _ => summary.ingested += 1,
@@ -200,7 +207,13 @@ fn print_record(record: &Record) {
     }
 }
 
-async fn import_one(shelf: &Shelf, file: &Path, args: &Args, bar: &ProgressBar) -> Record {
+async fn import_one(
+    shelf: &Shelf,
+    file: &Path,
+    args: &Args,
+    bar: &ProgressBar,
+    shutdown: &CancellationToken,
+) -> Record {
     let mut record = Record {
         path: file.display().to_string(),
         status: "failed",
@@ -232,7 +245,12 @@ async fn import_one(shelf: &Shelf, file: &Path, args: &Args, bar: &ProgressBar) 
     record.duplicate = Some(ingested.duplicate);
     let mode: ProcessingMode = args.mode.into();
     let label = file.display().to_string();
-    let work = shelf.process(&ingested.document.id, args.pipeline.as_deref(), mode);
+    let work = shelf.process_until(
+        &ingested.document.id,
+        args.pipeline.as_deref(),
+        mode,
+        shutdown.clone(),
+    );
     match crate::progress::track(shelf, bar, &label, &ingested.document.id, work).await {
         Ok(Some(run)) => {
             record.run_id = Some(run.id.clone());

@@ -27,28 +27,7 @@ pub async fn run(args: Args) -> CliResult {
         .await
         .map_err(|e| Failure::from_app(e, false))?;
     let shutdown = CancellationToken::new();
-    tokio::spawn(stop_on_signal(shutdown.clone()));
+    crate::signals::stop_on_signal(shutdown.clone());
     shelf.work(concurrency, shutdown).await;
     Ok(ExitCode::SUCCESS)
-}
-
-pub async fn stop_on_signal(shutdown: CancellationToken) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        } else {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-    tracing::info!("shutdown requested");
-    shutdown.cancel();
 }
