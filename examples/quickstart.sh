@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet -p shelf-cli
-shelf=target/release/shelf
+shelf="${CARGO_TARGET_DIR:-target}/release/shelf"
 export SHELF_LLM_PROVIDER="${SHELF_LLM_PROVIDER:-local}"
 export SHELF_DATA_DIR="${SHELF_DATA_DIR:-$(mktemp -d)/shelf-data}"
 echo "data directory: $SHELF_DATA_DIR"
