@@ -1,15 +1,13 @@
 //! The `generic-compatible` provider against a fake OpenAI-compatible server on 127.0.0.1,
 //! started inside each test (see `support`).
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::fake_server::{FakeServer, Reply, completion, status};
 use shelf_stages::provider::openai::{ApiKey, OpenAiCompatibleProvider, OpenAiConfig, TokenUsage};
 use shelf_stages::provider::{CleanRequest, Provider};
-use support::{FakeServer, Reply, completion, status};
 use tokio::net::TcpListener;
 
 const KEY: &str = "sk-test-0123456789";

@@ -6,15 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::json;
-use shelf_documents::DocumentStore;
-use shelf_engine::executor::NoHooks;
-use shelf_engine::{Engine, EngineConfig, PipelineSource, RunStatus, RunStore};
-use shelf_migrations::{Migrator, MigratorTrait};
-use shelf_stages::chunk::ChunkSettings;
+use shelf_engine::RunStatus;
 use shelf_stages::provider::{Classification, CleanRequest, MockProvider, Synopsis};
-use shelf_stages::{Provider, ProviderError, StageDeps};
-use tokio_util::sync::CancellationToken;
+use shelf_stages::{Provider, ProviderError};
+
+use crate::pipeline::{Setup, corpus, run_default, setup};
 
 /// Wraps the mock provider; can "summarize" instead of copy-editing and counts concurrency.
 struct Probe {
@@ -53,20 +49,7 @@ impl Provider for Probe {
     }
 }
 
-struct Setup {
-    _dir: tempfile::TempDir,
-    engine: Engine,
-    documents: DocumentStore,
-    provider: Arc<Probe>,
-}
-
-async fn setup(unfaithful: bool, concurrency: usize) -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let db = shelf_engine::db::connect(&dir.path().join("s.sqlite"), 4)
-        .await
-        .unwrap();
-    Migrator::up(&db, None).await.unwrap();
-    let documents = DocumentStore::new(db.clone(), dir.path().join("data"));
+async fn probed(unfaithful: bool, concurrency: usize) -> (Setup, Arc<Probe>) {
     let provider = Arc::new(Probe {
         inner: MockProvider::default(),
         unfaithful,
@@ -74,68 +57,12 @@ async fn setup(unfaithful: bool, concurrency: usize) -> Setup {
         max_active: AtomicUsize::new(0),
         cleans: AtomicUsize::new(0),
     });
-    let deps = StageDeps {
-        documents: documents.clone(),
-        provider: provider.clone(),
-        chunking: ChunkSettings {
-            target_chars: 500,
-            overlap_chars: 50,
-        },
-        llm_concurrency: concurrency,
-        max_extract_bytes: 10 * 1024 * 1024,
-        cleaning_prompt_version: "cmos_v4".into(),
-        classification_prompt_version: "dewey_v2".into(),
-    };
-    let config = EngineConfig::default();
-    let engine = Engine::new(
-        RunStore::new(db, config.lease),
-        shelf_stages::registry(&deps),
-        Arc::new(NoHooks),
-        config,
-    );
-    Setup {
-        _dir: dir,
-        engine,
-        documents,
-        provider,
-    }
-}
-
-async fn run_default(s: &Setup, file: &std::path::Path) -> shelf_engine::RunRecord {
-    let doc = s.documents.ingest_path(file).await.unwrap().document;
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../pipelines/default.yaml"
-    ))
-    .unwrap();
-    let pipeline = s
-        .engine
-        .compile(&PipelineSource {
-            name: "default".into(),
-            file: "pipelines/default.yaml".into(),
-            text,
-        })
-        .unwrap();
-    let run = s
-        .engine
-        .submit(&doc.id, &pipeline, json!({ "document_id": doc.id }))
-        .await
-        .unwrap();
-    s.engine
-        .run_in_process(&run.id, "test", CancellationToken::new())
-        .await
-        .unwrap()
-}
-
-fn corpus(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/corpus/text")
-        .join(name)
+    (setup(provider.clone(), 500, concurrency).await, provider)
 }
 
 #[tokio::test]
 async fn the_default_pipeline_publishes_a_real_document() {
-    let s = setup(false, 3).await;
+    let (s, provider) = probed(false, 3).await;
     let run = run_default(&s, &corpus("8087_054.3B.txt")).await;
     assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
     let stages = s.engine.store().stages(&run.id).await.unwrap();
@@ -144,8 +71,8 @@ async fn the_default_pipeline_publishes_a_real_document() {
     let chunks = output["chunks"].as_u64().unwrap();
     assert!(chunks >= 8, "a 4 KB text in 500-char chunks: {output}");
     assert_eq!(output["fallback_chunks"], 0);
-    assert_eq!(s.provider.cleans.load(Ordering::SeqCst) as u64, chunks);
-    let max = s.provider.max_active.load(Ordering::SeqCst);
+    assert_eq!(provider.cleans.load(Ordering::SeqCst) as u64, chunks);
+    let max = provider.max_active.load(Ordering::SeqCst);
     assert!(
         max > 1 && max <= 3,
         "chunks are cleaned concurrently, at most 3 at once: {max}"
@@ -156,7 +83,7 @@ async fn the_default_pipeline_publishes_a_real_document() {
 
 #[tokio::test]
 async fn unfaithful_cleaning_falls_back_to_the_source_with_a_warning() {
-    let s = setup(true, 2).await;
+    let (s, provider) = probed(true, 2).await;
     let run = run_default(&s, &corpus("multicolumn-lorem-ipsum.txt")).await;
     assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
     let stages = s.engine.store().stages(&run.id).await.unwrap();
@@ -170,7 +97,7 @@ async fn unfaithful_cleaning_falls_back_to_the_source_with_a_warning() {
     assert_eq!(output["fallback_chunks"], output["chunks"], "{output}");
     // Each chunk was tried twice before falling back.
     let chunks = output["chunks"].as_u64().unwrap();
-    assert_eq!(s.provider.cleans.load(Ordering::SeqCst) as u64, 2 * chunks);
+    assert_eq!(provider.cleans.load(Ordering::SeqCst) as u64, 2 * chunks);
     let events = s.engine.store().events(&run.id, 0, 1000).await.unwrap();
     let warnings = events.iter().filter(|e| e.kind == "stage_warning").count() as u64;
     assert_eq!(warnings, chunks);
@@ -182,7 +109,7 @@ async fn unfaithful_cleaning_falls_back_to_the_source_with_a_warning() {
 
 #[tokio::test]
 async fn binary_content_fails_extract_without_retries() {
-    let s = setup(false, 1).await;
+    let (s, _provider) = probed(false, 1).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fake.txt");
     // Control bytes but no NUL: ingest's first-block check passes, extract refuses.
