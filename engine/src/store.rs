@@ -708,30 +708,74 @@ impl RunStore {
         })
     }
 
-    /// A transaction that only commits if this worker still holds the run's lease. The fence
-    /// statement also extends the lease.
+    /// A transaction that only commits if this worker still holds the run's lease. The one
+    /// fence statement also extends the lease and reserves `events` event sequence numbers;
+    /// it returns the first of them.
     pub(crate) async fn fenced(
         &self,
         run_id: &str,
         token: i64,
-    ) -> Result<DatabaseTransaction, EngineError> {
+        events: usize,
+    ) -> Result<(DatabaseTransaction, i64), EngineError> {
         let txn = begin_write(&self.db).await?;
-        let updated = txn
-            .execute_raw(stmt(
-                "UPDATE runs SET due_at = ? WHERE id = ? AND lease_token = ? AND status = 'running'",
+        let reserved = events as i64;
+        let row = txn
+            .query_one_raw(stmt(
+                "UPDATE runs SET due_at = ?, last_event_seq = last_event_seq + ? \
+                 WHERE id = ? AND lease_token = ? AND status = 'running' RETURNING last_event_seq",
                 vec![
                     (now_ms() + self.lease_ms()).into(),
+                    reserved.into(),
                     run_id.into(),
                     token.into(),
                 ],
             ))
             .await?;
-        if updated.rows_affected() == 0 {
-            txn.rollback().await?;
-            return Err(EngineError::LeaseLost(run_id.to_string()));
+        match row {
+            Some(row) => {
+                let last: i64 = get(&row, "last_event_seq")?;
+                Ok((txn, last - reserved + 1))
+            }
+            None => {
+                txn.rollback().await?;
+                Err(EngineError::LeaseLost(run_id.to_string()))
+            }
         }
-        Ok(txn)
     }
+}
+
+/// Inserts events with the sequence numbers `first..` (already reserved on the run row) in one
+/// statement.
+async fn insert_events(
+    txn: &impl ConnectionTrait,
+    run_id: &str,
+    first: i64,
+    events: &[(&str, &str, &str)],
+) -> Result<(), EngineError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let created = now_rfc3339();
+    let mut sql = String::from(
+        "INSERT INTO run_events (run_id, sequence, stage, kind, message, created_at) VALUES ",
+    );
+    let mut values: Vec<SqlValue> = Vec::with_capacity(events.len() * 6);
+    for (i, (stage, kind, message)) in events.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str("(?, ?, ?, ?, ?, ?)");
+        values.extend([
+            run_id.into(),
+            (first + i as i64).into(),
+            (*stage).into(),
+            (*kind).into(),
+            (*message).into(),
+            created.clone().into(),
+        ]);
+    }
+    txn.execute_raw(stmt(&sql, values)).await?;
+    Ok(())
 }
 
 /// A worker's handle on a claimed run: every write goes through it and is refused once the
@@ -751,13 +795,19 @@ pub(crate) struct Write {
 
 impl LeaseGuard {
     pub(crate) async fn apply(&self, write: Write) -> Result<(), EngineError> {
-        let txn = self.store.fenced(&self.run_id, self.token).await?;
+        let (txn, first) = self
+            .store
+            .fenced(&self.run_id, self.token, write.events.len())
+            .await?;
         for s in write.statements {
             txn.execute_raw(s).await?;
         }
-        for (stage, kind, message) in &write.events {
-            append_event(&txn, &self.run_id, stage, kind, message).await?;
-        }
+        let events: Vec<(&str, &str, &str)> = write
+            .events
+            .iter()
+            .map(|(stage, kind, message)| (stage.as_str(), *kind, message.as_str()))
+            .collect();
+        insert_events(&txn, &self.run_id, first, &events).await?;
         txn.commit().await?;
         Ok(())
     }
@@ -768,8 +818,8 @@ impl LeaseGuard {
         kind: &str,
         message: &str,
     ) -> Result<(), EngineError> {
-        let txn = self.store.fenced(&self.run_id, self.token).await?;
-        append_event(&txn, &self.run_id, stage, kind, message).await?;
+        let (txn, first) = self.store.fenced(&self.run_id, self.token, 1).await?;
+        insert_events(&txn, &self.run_id, first, &[(stage, kind, message)]).await?;
         txn.commit().await?;
         Ok(())
     }
