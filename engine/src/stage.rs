@@ -107,20 +107,6 @@ pub struct StageContext {
 }
 
 impl StageContext {
-    /// A context for calling a stage outside the engine (unit tests of stages).
-    pub fn detached(subject: &str, stage: &str, input: Value, inputs: StageInputs) -> Self {
-        StageContext {
-            run_id: "run_detached".into(),
-            subject: subject.into(),
-            stage: stage.into(),
-            attempt: 1,
-            input,
-            inputs,
-            cancel: CancellationToken::new(),
-            guard: None,
-        }
-    }
-
     /// Records a run event from this stage (progress or a warning). Never put document text,
     /// generated content or secrets in it.
     pub async fn event(&self, kind: &str, message: impl Into<String>) -> Result<(), StageError> {

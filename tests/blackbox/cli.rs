@@ -154,14 +154,7 @@ fn queued_runs_are_processed_by_a_worker_process() {
         "queue.md",
         "# Queue\n\nProcessed by a separate worker process.\n",
     );
-    let report = env.json(&[
-        "import",
-        file.to_str().unwrap(),
-        "--mode",
-        "queue",
-        "--json",
-    ]);
-    let run_id = report["files"][0]["run_id"].as_str().unwrap().to_string();
+    let (document_id, run_id) = env.queue(&file);
     let queue = env.json(&["admin", "queue", "--json"]);
     assert_eq!(queue["counts"]["queued"], 1);
     let _worker = env.spawn(&["worker", "--concurrency", "2"]);
@@ -191,7 +184,7 @@ fn queued_runs_are_processed_by_a_worker_process() {
             ("index", "succeeded"),
         ]
     );
-    assert_eq!(run["document_id"], report["files"][0]["document_id"]);
+    assert_eq!(run["document_id"], document_id.as_str());
     assert_eq!(run["pipeline"], "default");
     assert_eq!(run["pipeline_sha256"].as_str().unwrap().len(), 64);
     let hits = env.json(&["search", "separate worker", "--json"]);
@@ -246,15 +239,8 @@ fn failed_runs_can_be_retried_reusing_finished_stages() {
     assert_eq!(starts, 0, "extract's checkpoint is reused");
     assert_eq!(retried["status"], "failed", "ocr still fails");
     let queued_file = env.write("queued.txt", "Queued text.\n");
-    let queued = env.json(&[
-        "import",
-        queued_file.to_str().unwrap(),
-        "--mode",
-        "queue",
-        "--json",
-    ]);
-    let queued_run = queued["files"][0]["run_id"].as_str().unwrap();
-    let out = env.run(&["admin", "run-retry", queued_run, "--json"]);
+    let (_, queued_run) = env.queue(&queued_file);
+    let out = env.run(&["admin", "run-retry", &queued_run, "--json"]);
     assert_eq!(out.status.code(), Some(1));
     let err: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(err["code"], "run_not_failed");
@@ -264,15 +250,8 @@ fn failed_runs_can_be_retried_reusing_finished_stages() {
 fn canceling_a_queued_run_is_immediate() {
     let env = Env::new();
     let file = env.write("c.txt", "cancel me\n");
-    let report = env.json(&[
-        "import",
-        file.to_str().unwrap(),
-        "--mode",
-        "queue",
-        "--json",
-    ]);
-    let run_id = report["files"][0]["run_id"].as_str().unwrap();
-    let answer = env.json(&["admin", "run-cancel", run_id, "--json"]);
+    let (_, run_id) = env.queue(&file);
+    let answer = env.json(&["admin", "run-cancel", &run_id, "--json"]);
     assert_eq!(answer["outcome"], "canceled");
     assert_eq!(answer["status"], "canceled");
     let queue = env.json(&["admin", "queue", "--json"]);

@@ -20,14 +20,7 @@ fn slow_env() -> Env {
 
 fn queue_document(env: &Env) -> (String, String) {
     assert!(env.run(&["migrate"]).status.success());
-    let doc = crate::support::corpus("text/multicolumn-lorem-ipsum.txt");
-    let report = env.json(&["import", doc.to_str().unwrap(), "--mode", "queue", "--json"]);
-    let file = &report["files"][0];
-    assert_eq!(file["run_status"], "queued", "{report}");
-    (
-        file["document_id"].as_str().unwrap().to_string(),
-        file["run_id"].as_str().unwrap().to_string(),
-    )
+    env.queue(&crate::support::corpus("text/multicolumn-lorem-ipsum.txt"))
 }
 
 fn run_json(env: &Env, run_id: &str) -> Value {

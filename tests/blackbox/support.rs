@@ -96,6 +96,27 @@ impl Env {
         })
     }
 
+    /// `shelf import FILE --mode queue`: the document and its queued run, as (document id,
+    /// run id).
+    pub fn queue(&self, file: &Path) -> (String, String) {
+        let report = self.json(&[
+            "import",
+            &file.display().to_string(),
+            "--mode",
+            "queue",
+            "--json",
+        ]);
+        let record = &report["files"][0];
+        assert_eq!(record["run_status"], "queued", "{report}");
+        (
+            record["document_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            record["run_id"].as_str().unwrap_or_default().to_string(),
+        )
+    }
+
     /// Starts a long-running command (worker, api) that is killed when dropped.
     pub fn spawn(&self, args: &[&str]) -> Running {
         let child = self
