@@ -1,0 +1,420 @@
+//! What a file's bytes say it is: archive signatures (refused), document signatures (PDF,
+//! images, OLE2, ZIP), and for ZIP-based documents the entries that prove the type
+//! (`[Content_Types].xml` and the main part for Office Open XML, `mimetype` for ODF and EPUB).
+//! A file whose content contradicts its extension is refused at ingest, saying what was found.
+//! A damaged file of the right type is accepted here and fails its run with a clear code.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::formats::{Container, Format, Kind};
+
+/// Why a file's content does not fit its extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// An archive or compressed stream (never unpacked).
+    Archive(String),
+    /// Content of another type than the extension says; the detail names what was found.
+    Mismatch(String),
+    /// NUL bytes in a text format.
+    Binary,
+}
+
+/// Checks the first bytes (up to 8 KiB) of a file of `format`.
+pub fn check_head(format: &Format, head: &[u8]) -> Result<(), Refusal> {
+    if let Some(kind) = sniff_archive(head) {
+        let expected = format.container == Container::Zip && kind == "zip";
+        if !expected {
+            return Err(Refusal::Archive(format!("content is a {kind} archive")));
+        }
+    }
+    if format.container == Container::Zip && !head.is_empty() && sniff_archive(head).is_none() {
+        return Err(Refusal::Mismatch(format!(
+            "a .{} file is a ZIP container, but this content is {}",
+            format.extension,
+            describe(head)
+        )));
+    }
+    let mismatch = |wanted: &str| {
+        Refusal::Mismatch(format!(
+            "a .{} file should be {wanted}, but this content is {}",
+            format.extension,
+            describe(head)
+        ))
+    };
+    match format.kind {
+        kind if kind.is_textual() => {
+            if has_utf16_bom(head) || !head.contains(&0) {
+                Ok(())
+            } else {
+                Err(Refusal::Binary)
+            }
+        }
+        Kind::Pdf if !head.is_empty() && find(head, b"%PDF-").is_none_or(|at| at > 1024) => {
+            Err(mismatch("a PDF document"))
+        }
+        Kind::Image if !head.is_empty() && image_kind(head).is_none() => Err(mismatch("an image")),
+        _ => Ok(()),
+    }
+}
+
+/// For ZIP-based formats, checks the archive's entries against the extension. An archive
+/// that cannot be opened (truncated, damaged) passes: extraction reports it.
+pub fn check_container(format: &Format, path: &Path) -> Result<(), Refusal> {
+    if format.container != Container::Zip {
+        return Ok(());
+    }
+    let Ok(file) = std::fs::File::open(path) else {
+        return Ok(());
+    };
+    let Ok(mut archive) = zip::ZipArchive::new(file) else {
+        return Ok(());
+    };
+    let has = |name: &str| archive.index_for_name(name).is_some();
+    let found = if has("[Content_Types].xml") {
+        if has("word/document.xml") {
+            Some(("a Word document", &["docx", "docm", "dotx"][..]))
+        } else if has("ppt/presentation.xml") {
+            Some(("a PowerPoint presentation", &["pptx", "pptm", "ppsx"][..]))
+        } else if has("xl/workbook.xml") || has("xl/workbook.bin") {
+            Some(("an Excel workbook", &["xlsx", "xlsm", "xlsb"][..]))
+        } else if has("visio/document.xml") {
+            Some(("a Visio drawing", &["vsdx"][..]))
+        } else {
+            Some(("an Office Open XML package of another kind", &[][..]))
+        }
+    } else {
+        None
+    };
+    let mimetype = read_small(&mut archive, "mimetype");
+    let ext = format.extension;
+    let (what, fits) = match (found, mimetype.as_deref()) {
+        (Some((what, exts)), _) => (what.to_string(), exts.contains(&ext)),
+        (None, Some(mime)) => {
+            let fits = match ext {
+                "epub" => mime == "application/epub+zip",
+                "odt" | "ott" | "odp" | "otp" | "ods" | "odg" | "otg" => {
+                    crate::formats::format_for(ext).is_some_and(|f| mime == f.media_type)
+                }
+                "sxw" | "sxc" | "sxi" => mime.starts_with("application/vnd.sun.xml."),
+                // Apple iWork and others: LibreOffice decides.
+                _ => true,
+            };
+            (format!("a file of media type {mime}"), fits)
+        }
+        (None, None) => {
+            if matches!(ext, "key" | "pages" | "numbers") {
+                return Ok(());
+            }
+            return Err(Refusal::Archive(format!(
+                "content is a plain ZIP archive, not a .{ext} document"
+            )));
+        }
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(Refusal::Mismatch(format!(
+            "the .{ext} file holds {what}; rename it to its real extension"
+        )))
+    }
+}
+
+fn read_small<R: std::io::Read + std::io::Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    name: &str,
+) -> Option<String> {
+    let mut entry = archive.by_name(name).ok()?;
+    let mut out = String::new();
+    (&mut entry).take(200).read_to_string(&mut out).ok()?;
+    Some(out.trim().to_string())
+}
+
+/// A short human description of what some bytes look like, for refusal details.
+pub fn describe(head: &[u8]) -> String {
+    if head.is_empty() {
+        return "empty".into();
+    }
+    if let Some(kind) = sniff_archive(head) {
+        return format!("a {kind} archive");
+    }
+    if find(head, b"%PDF-").is_some_and(|at| at <= 1024) {
+        return "a PDF document".into();
+    }
+    if let Some(kind) = image_kind(head) {
+        return format!("a {kind} image");
+    }
+    if head.starts_with(&[0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1]) {
+        return "an OLE2 compound file (legacy Office)".into();
+    }
+    if head.starts_with(b"{\\rtf") {
+        return "an RTF document".into();
+    }
+    if has_utf16_bom(head) || !head.contains(&0) {
+        return "text".into();
+    }
+    "binary data".into()
+}
+
+/// Names the raster image format of a file's first bytes.
+pub fn image_kind(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("PNG")
+    } else if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("JPEG")
+    } else if head.starts_with(b"II*\0") || head.starts_with(b"MM\0*") {
+        Some("TIFF")
+    } else if head.starts_with(b"BM") && head.len() >= 14 {
+        Some("BMP")
+    } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+        Some("GIF")
+    } else if head.starts_with(b"RIFF") && at(head, 8, b"WEBP") {
+        Some("WebP")
+    } else {
+        None
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn has_utf16_bom(head: &[u8]) -> bool {
+    head.starts_with(&[0xFF, 0xFE]) || head.starts_with(&[0xFE, 0xFF])
+}
+
+fn at(bytes: &[u8], offset: usize, magic: &[u8]) -> bool {
+    bytes
+        .get(offset..offset.saturating_add(magic.len()))
+        .is_some_and(|window| window == magic)
+}
+
+/// Recognizes common archive and compressed-stream signatures in a file's first bytes and
+/// names the kind (`"zip"`, `"gzip"`, ...). Signatures that plain text could start with are
+/// checked with extra bytes of their headers.
+pub fn sniff_archive(first_bytes: &[u8]) -> Option<&'static str> {
+    let b = first_bytes;
+    let kind = if at(b, 0, b"PK\x03\x04") || at(b, 0, b"PK\x05\x06") || at(b, 0, b"PK\x07\x08") {
+        "zip"
+    } else if at(b, 0, &[0x1F, 0x8B]) {
+        "gzip"
+    } else if at(b, 0, &[0x1F, 0x9D]) || at(b, 0, &[0x1F, 0xA0]) {
+        "compress"
+    } else if at(b, 0, b"BZh") && matches!(b.get(3), Some(b'1'..=b'9')) {
+        "bzip2"
+    } else if at(b, 0, &[0xFD, b'7', b'z', b'X', b'Z', 0x00]) {
+        "xz"
+    } else if at(b, 0, &[b'7', b'z', 0xBC, 0xAF, 0x27, 0x1C]) {
+        "7z"
+    } else if at(b, 0, b"Rar!\x1a\x07") {
+        "rar"
+    } else if at(b, 257, b"ustar") {
+        "tar"
+    } else if at(b, 0, b"MSCF\0\0\0\0") {
+        "cab"
+    } else if at(b, 0, b"070701")
+        || at(b, 0, b"070702")
+        || at(b, 0, b"070707")
+        || at(b, 0, &[0xC7, 0x71])
+    {
+        "cpio"
+    } else if at(b, 0, b"!<arch>\n") {
+        "ar"
+    } else if at(b, 0, b"LZIP") {
+        "lzip"
+    } else if at(b, 0, &[0x28, 0xB5, 0x2F, 0xFD]) {
+        "zstd"
+    } else if at(b, 0, &[0x04, 0x22, 0x4D, 0x18]) {
+        "lz4"
+    } else if at(b, 0, &[0x5D, 0x00, 0x00]) {
+        "lzma"
+    } else if at(b, 0, &[0x60, 0xEA]) {
+        "arj"
+    } else if is_lha(b) {
+        "lha"
+    } else if at(b, 0, b"ZOO ") && at(b, 20, &[0xDC, 0xA7, 0xC4, 0xFD]) {
+        "zoo"
+    } else if at(b, 0, b"LRZI") {
+        "lrzip"
+    } else if at(b, 0, &[0x89, b'L', b'Z', b'O']) || at(b, 0, &[0x00, 0xE9, b'L', b'Z', b'O']) {
+        "lzo"
+    } else if at(b, 0, b"RZIP") {
+        "rzip"
+    } else if at(b, 0, &[0xED, 0xAB, 0xEE, 0xDB]) {
+        "rpm"
+    } else if at(b, 0, b"xar!") {
+        "xar"
+    } else {
+        return None;
+    };
+    Some(kind)
+}
+
+/// LHA/LZH: `-lh?-` or `-lz?-` at offset 2.
+fn is_lha(b: &[u8]) -> bool {
+    let Some(method) = b.get(2..7) else {
+        return false;
+    };
+    matches!(method, [b'-', b'l', b'h' | b'z', m, b'-'] if m.is_ascii_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::format_for;
+    use std::path::{Path, PathBuf};
+
+    const CORPUS: &str = "/work/shared/corpus";
+
+    fn head_of(path: &Path) -> Vec<u8> {
+        let mut bytes = std::fs::read(path).expect("read corpus file");
+        bytes.truncate(8 * 1024);
+        bytes
+    }
+
+    fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files_under(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn every_renamed_archive_is_detected() {
+        let dir = Path::new(CORPUS).join("hostile/archives-renamed");
+        let mut files = Vec::new();
+        files_under(&dir, &mut files);
+        if files.is_empty() {
+            eprintln!("corpus not present, skipping");
+            return;
+        }
+        assert_eq!(files.len(), 18);
+        for file in files {
+            let kind = sniff_archive(&head_of(&file));
+            let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let expected = name
+                .trim_start_matches("small_archive-")
+                .trim_end_matches(".txt");
+            assert_eq!(kind, Some(expected), "{name}");
+        }
+    }
+
+    #[test]
+    fn short_and_empty_inputs_are_safe() {
+        assert_eq!(sniff_archive(b""), None);
+        assert_eq!(sniff_archive(b"P"), None);
+        assert_eq!(sniff_archive(b"BZh"), None);
+        assert_eq!(sniff_archive(b"BZhello"), None);
+        assert_eq!(sniff_archive(b"ZOO NEWS: the zoo opens"), None);
+        assert_eq!(sniff_archive(b"Rar! said the lion"), None);
+        assert_eq!(sniff_archive(b"PK\x03\x04"), Some("zip"));
+    }
+
+    #[test]
+    fn heads_are_checked_against_the_extension() {
+        let txt = format_for("txt").unwrap();
+        assert!(check_head(txt, b"hello world").is_ok());
+        assert_eq!(check_head(txt, b"hel\0lo"), Err(Refusal::Binary));
+        assert!(check_head(txt, b"\xFF\xFEh\0i\0").is_ok());
+        assert!(matches!(
+            check_head(txt, b"PK\x03\x04rest"),
+            Err(Refusal::Archive(_))
+        ));
+        let docx = format_for("docx").unwrap();
+        assert!(check_head(docx, b"PK\x03\x04rest").is_ok());
+        match check_head(format_for("odt").unwrap(), b"This is not a zip file!\n") {
+            Err(Refusal::Mismatch(detail)) => assert!(detail.contains("text"), "{detail}"),
+            other => panic!("{other:?}"),
+        }
+        let pdf = format_for("pdf").unwrap();
+        assert!(check_head(pdf, b"%PDF-1.7\n").is_ok());
+        assert!(matches!(
+            check_head(pdf, b"\x89PNG\r\n\x1a\n"),
+            Err(Refusal::Mismatch(_))
+        ));
+        let png = format_for("png").unwrap();
+        assert!(
+            check_head(png, b"\xFF\xD8\xFF\xE0").is_ok(),
+            "a JPEG named .png is an image"
+        );
+        assert!(matches!(
+            check_head(png, b"hello"),
+            Err(Refusal::Mismatch(_))
+        ));
+    }
+
+    fn zip_file(entries: &[(&str, &str)]) -> tempfile::NamedTempFile {
+        use std::io::Write;
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let mut writer = zip::ZipWriter::new(file.reopen().unwrap());
+        for (name, data) in entries {
+            writer
+                .start_file(*name, zip::write::SimpleFileOptions::default())
+                .unwrap();
+            writer.write_all(data.as_bytes()).unwrap();
+        }
+        writer.finish().unwrap();
+        file
+    }
+
+    #[test]
+    fn containers_must_hold_what_their_extension_says() {
+        let docx = zip_file(&[
+            ("[Content_Types].xml", "<Types/>"),
+            ("word/document.xml", "<w/>"),
+        ]);
+        assert!(check_container(format_for("docx").unwrap(), docx.path()).is_ok());
+        match check_container(format_for("pptx").unwrap(), docx.path()) {
+            Err(Refusal::Mismatch(detail)) => assert!(detail.contains("Word"), "{detail}"),
+            other => panic!("{other:?}"),
+        }
+        let epub = zip_file(&[("mimetype", "application/epub+zip")]);
+        assert!(check_container(format_for("epub").unwrap(), epub.path()).is_ok());
+        assert!(matches!(
+            check_container(format_for("odt").unwrap(), epub.path()),
+            Err(Refusal::Mismatch(_))
+        ));
+        let plain = zip_file(&[("notes.txt", "hello")]);
+        assert!(matches!(
+            check_container(format_for("docx").unwrap(), plain.path()),
+            Err(Refusal::Archive(_))
+        ));
+        let truncated = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(truncated.path(), b"PK\x03\x04 damaged").unwrap();
+        assert!(check_container(format_for("docx").unwrap(), truncated.path()).is_ok());
+    }
+
+    #[test]
+    fn corpus_documents_pass_their_own_checks() {
+        let mut files = Vec::new();
+        files_under(&Path::new(CORPUS).join("office"), &mut files);
+        files_under(&Path::new(CORPUS).join("pdf"), &mut files);
+        let mut checked = 0;
+        for file in files {
+            let Some(ext) = file.extension().and_then(|e| e.to_str()) else {
+                continue;
+            };
+            let Some(format) = format_for(&ext.to_ascii_lowercase()) else {
+                continue;
+            };
+            checked += 1;
+            assert_eq!(
+                check_head(format, &head_of(&file)),
+                Ok(()),
+                "{}",
+                file.display()
+            );
+            assert_eq!(check_container(format, &file), Ok(()), "{}", file.display());
+        }
+        if checked == 0 {
+            eprintln!("corpus not present, skipping");
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Shelf's extractors: one per document format, pure functions from a file to its text as
+//! Markdown, its pages, transcript segments, metadata and warnings. They know nothing of the
+//! database, the engine or HTTP, so each is tested, fuzzed and benchmarked on its own.
+//!
+//! [`extract`] is the one entry point: it picks the extractor for a [`Kind`], runs it behind
+//! `catch_unwind` and a time limit ([`guard`]), and turns every failure into an
+//! [`ExtractError`] with a stable code.
+
+pub mod detect;
+pub mod error;
+pub mod formats;
+pub mod guard;
+pub mod limits;
+pub mod markdown;
+pub mod model;
+pub mod subprocess;
+pub mod text;
+pub mod zipsafe;
+
+pub mod csv;
+pub mod docx;
+pub mod epub;
+pub mod html;
+pub mod image;
+pub mod json;
+pub mod odf;
+pub mod pdf;
+pub mod plain;
+pub mod pptx;
+pub mod rtf;
+pub mod spreadsheet;
+pub mod transcript;
+pub mod universal;
+pub mod xml;
+
+pub use error::ExtractError;
+pub use formats::{ACCEPTED_FORMATS, Container, Format, Kind, format_for};
+pub use guard::Control;
+pub use limits::Limits;
+pub use model::{Extraction, Metadata, Page, Segment};
+
+use std::path::Path;
+
+/// What an extractor reads: the file's path (for tools that need one) and its bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    pub path: &'a Path,
+    pub bytes: &'a [u8],
+    /// The lowercase extension without the dot (`docx`, `srt`, ...).
+    pub extension: &'a str,
+}
+
+/// Extracts a file with the extractor of `kind`, behind `catch_unwind` and `limits.timeout`.
+/// `control` lets the caller cancel; extractors check it between pieces of work.
+pub fn extract(
+    kind: Kind,
+    input: Input<'_>,
+    limits: &Limits,
+    control: &Control,
+) -> Result<Extraction, ExtractError> {
+    guard::run_guarded(control, limits.timeout, |control| {
+        let mut extraction = dispatch(kind, input, limits, control)?;
+        extraction.finish();
+        Ok(extraction)
+    })
+}
+
+fn dispatch(
+    kind: Kind,
+    input: Input<'_>,
+    limits: &Limits,
+    control: &Control,
+) -> Result<Extraction, ExtractError> {
+    match kind {
+        Kind::Text => plain::extract(input, limits, control),
+        Kind::Pdf => pdf::extract(input, limits, control),
+        Kind::Docx => docx::extract(input, limits, control),
+        Kind::Pptx => pptx::extract(input, limits, control),
+        Kind::Spreadsheet => spreadsheet::extract(input, limits, control),
+        Kind::Odt | Kind::Odp => odf::extract(input, limits, control),
+        Kind::Epub => epub::extract(input, limits, control),
+        Kind::Html => html::extract(input, limits, control),
+        Kind::Csv => csv::extract(input, limits, control),
+        Kind::Json => json::extract(input, limits, control),
+        Kind::Xml => xml::extract(input, limits, control),
+        Kind::Rtf => rtf::extract(input, limits, control),
+        Kind::Transcript => transcript::extract(input, limits, control),
+        Kind::Image => image::extract(input, limits, control),
+        Kind::Universal => universal::extract(input, limits, control),
+    }
+}
+
+/// The version of the extractor of `kind`. The extraction cache is keyed by it: bump it when
+/// an extractor's output changes, and documents are extracted again.
+pub fn extractor_version(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Text => "text-1",
+        Kind::Pdf => "pdf-1",
+        Kind::Docx => "docx-1",
+        Kind::Pptx => "pptx-1",
+        Kind::Spreadsheet => "spreadsheet-1",
+        Kind::Odt | Kind::Odp => "odf-1",
+        Kind::Epub => "epub-1",
+        Kind::Html => "html-1",
+        Kind::Csv => "csv-1",
+        Kind::Json => "json-1",
+        Kind::Xml => "xml-1",
+        Kind::Rtf => "rtf-1",
+        Kind::Transcript => "transcript-1",
+        Kind::Image => "image-1",
+        Kind::Universal => "universal-1",
+    }
+}
