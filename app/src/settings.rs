@@ -169,6 +169,8 @@ pub struct Settings {
     pub chunk_target_chars: usize,
     pub chunk_overlap_chars: usize,
     pub extract_max_bytes: u64,
+    pub extract_timeout_seconds: u64,
+    pub extract_cache: bool,
 
     pub ocr_timeout_seconds: u64,
     pub ocr_preserve_page_images: bool,
@@ -471,6 +473,8 @@ impl Settings {
             chunk_target_chars: r.parse("SHELF_CHUNK_TARGET_CHARS", 12_000, count),
             chunk_overlap_chars: r.parse("SHELF_CHUNK_OVERLAP_CHARS", 800, count),
             extract_max_bytes: r.parse("SHELF_EXTRACT_MAX_BYTES", 104_857_600, bytes),
+            extract_timeout_seconds: r.parse("SHELF_EXTRACT_TIMEOUT_SECONDS", 300, count),
+            extract_cache: r.bool("SHELF_EXTRACT_CACHE", true),
             ocr_timeout_seconds: r.parse("SHELF_OCR_TIMEOUT_SECONDS", 120, count),
             ocr_preserve_page_images: r.bool("SHELF_OCR_PRESERVE_PAGE_IMAGES", false),
             ocr_rotation_retry: r.bool("SHELF_OCR_ROTATION_RETRY", false),
@@ -628,6 +632,9 @@ impl Settings {
             },
             "extraction": {
                 "max_bytes": self.extract_max_bytes,
+                "timeout_seconds": self.extract_timeout_seconds,
+                "cache": self.extract_cache,
+                "engines": extraction_engines(),
                 "universal_max_input_bytes": self.universal_max_input_bytes,
                 "universal_timeout_seconds": self.universal_timeout_seconds,
             },
@@ -670,6 +677,14 @@ impl Settings {
             },
         })
     }
+}
+
+/// Each accepted extension's extraction engine, for `/config`.
+fn extraction_engines() -> serde_json::Map<String, serde_json::Value> {
+    shelf_documents::formats::ACCEPTED_FORMATS
+        .iter()
+        .map(|format| (format.extension.to_string(), format.kind.engine().into()))
+        .collect()
 }
 
 #[cfg(test)]

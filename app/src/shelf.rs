@@ -17,6 +17,7 @@ use shelf_engine::{
 };
 use shelf_stages::StageDeps;
 use shelf_stages::chunk::ChunkSettings;
+use shelf_stages::extract::{ExtractionSettings, Limits};
 use tokio_util::sync::CancellationToken;
 
 use crate::db;
@@ -89,7 +90,16 @@ impl Shelf {
                 overlap_chars: settings.chunk_overlap_chars,
             },
             llm_concurrency: settings.llm_max_concurrency,
-            max_extract_bytes: settings.extract_max_bytes,
+            extraction: ExtractionSettings {
+                max_bytes: settings.extract_max_bytes,
+                limits: Limits {
+                    timeout: Duration::from_secs(settings.extract_timeout_seconds),
+                    universal_max_input_bytes: settings.universal_max_input_bytes,
+                    universal_timeout: Duration::from_secs(settings.universal_timeout_seconds),
+                    ..Limits::default()
+                },
+                cache: settings.extract_cache,
+            },
             cleaning_prompt_version: settings.cleaning_prompt_version.clone(),
             classification_prompt_version: settings.classification_prompt_version.clone(),
         };

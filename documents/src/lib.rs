@@ -17,6 +17,7 @@
 
 pub mod dewey;
 pub mod error;
+pub mod extractions;
 pub mod filename;
 pub mod formats;
 pub mod ids;
@@ -29,10 +30,11 @@ pub mod store;
 pub mod texts;
 
 pub use error::{DocumentsError, ErrorKind, Result};
+pub use extractions::{cache_extraction, cached_extraction, put_segments, segments};
 pub use filename::{extension_of, normalize_filename, stem_of};
 pub use formats::{
-    Format, FormatFamily, check_content, check_extension, format_for, is_archive_extension,
-    sniff_archive,
+    Format, Kind, check_container, check_content, check_extension, format_for,
+    is_archive_extension, sniff_archive,
 };
 pub use ids::{document_id, is_document_id, is_sha256_hex, sha256_file, sha256_hex};
 pub use index::{index_document, index_document_in, remove_from_index};

@@ -10,7 +10,7 @@ use tokio::io::AsyncReadExt;
 use crate::dewey;
 use crate::error::{DocumentsError, Result};
 use crate::filename::{extension_of, normalize_filename};
-use crate::formats::{Format, check_content, check_extension};
+use crate::formats::{Format, check_container, check_content, check_extension};
 use crate::ids::{SNIFF_BYTES, document_id, is_sha256_hex, sha256_reader};
 use crate::model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
 use crate::paths::{
@@ -112,6 +112,7 @@ impl DocumentStore {
         }
         let head = read_head(staged).await?;
         check_content(format, &head)?;
+        check_container_blocking(format, staged).await?;
 
         let sha256 = sha256_hex.to_ascii_lowercase();
         let id = document_id(&sha256);
@@ -218,6 +219,7 @@ impl DocumentStore {
             .map_err(|err| DocumentsError::corrupt(format!("hash task failed: {err}")))??
         };
         check_content(format, &digest.head)?;
+        check_container_blocking(format, &canonical).await?;
 
         let id = document_id(&digest.sha256_hex);
         let txn = begin_immediate(&self.db).await?;
@@ -428,6 +430,15 @@ pub fn delete_statements(document_id: &str, pk: i64) -> Vec<Statement> {
         stmt(
             "DELETE FROM document_texts WHERE document_id = ?",
             [document_id.to_string().into()],
+        ),
+        stmt(
+            "DELETE FROM document_segments WHERE document_id = ?",
+            [document_id.to_string().into()],
+        ),
+        // The cache holds the document's text: it goes with the document.
+        stmt(
+            "DELETE FROM extraction_cache WHERE sha256 = (SELECT sha256 FROM documents WHERE pk = ?)",
+            [pk.into()],
         ),
         stmt(
             "DELETE FROM runs WHERE subject = ?",
@@ -650,4 +661,14 @@ async fn remove_dir_all_if_exists(path: &Path) -> std::io::Result<()> {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(err) => Err(err),
     }
+}
+/// Reads a ZIP-based document's central directory off the async threads.
+async fn check_container_blocking(format: &'static Format, path: &Path) -> Result<()> {
+    if format.container != crate::formats::Container::Zip {
+        return Ok(());
+    }
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || check_container(format, &path))
+        .await
+        .map_err(|err| DocumentsError::corrupt(format!("container check failed: {err}")))?
 }

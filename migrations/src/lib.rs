@@ -4,13 +4,17 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_init;
+mod m20261122_000001_extractions;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261121_000001_init::Migration)]
+        vec![
+            Box::new(m20261121_000001_init::Migration),
+            Box::new(m20261122_000001_extractions::Migration),
+        ]
     }
 }
 

@@ -1,16 +1,48 @@
-//! `extract`: reads the document's bytes and produces its raw text. Text and Markdown files are
-//! decoded here; formats without a text layer set `needs_ocr` so the `ocr` stage runs.
+//! `extract`: reads the document's file and turns it into raw text (Markdown) with the
+//! extractor its format names (`shelf_extractors`), through the extraction cache. It stores
+//! the text and any transcript segments, and sets the flags later stages read: `needs_ocr`
+//! and which pages need it (`ocr_pages`).
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use shelf_documents::{DocumentStore, FormatFamily, TEXT_KIND_RAW, TextRecord, format_for};
+use shelf_documents::{DocumentStore, TEXT_KIND_RAW, TextRecord, format_for};
 use shelf_engine::{Stage, StageContext, StageError};
+pub use shelf_extractors::Limits;
+use shelf_extractors::{Control, ExtractError, Extraction, Input, Kind, extractor_version};
 
 use crate::StageDeps;
 use crate::errors::from_documents;
-use crate::text::{DecodeError, decode_text};
+
+/// Most warnings recorded as events per extraction; the rest are counted in one more event.
+const MAX_WARNING_EVENTS: usize = 20;
+
+/// How the `extract` stage reads files: the size it reads at all, the extractors' caps, and
+/// whether results are cached.
+#[derive(Debug, Clone)]
+pub struct ExtractionSettings {
+    /// Largest source file read into memory (`SHELF_EXTRACT_MAX_BYTES`).
+    pub max_bytes: u64,
+    pub limits: Limits,
+    /// `SHELF_EXTRACT_CACHE`: reuse the result of an earlier extraction of the same bytes by
+    /// the same extractor version.
+    pub cache: bool,
+}
+
+impl Default for ExtractionSettings {
+    fn default() -> Self {
+        ExtractionSettings {
+            max_bytes: 104_857_600,
+            limits: Limits::default(),
+            cache: true,
+        }
+    }
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -18,14 +50,14 @@ pub struct ExtractOptions {}
 
 pub struct Extract {
     documents: DocumentStore,
-    max_bytes: u64,
+    settings: ExtractionSettings,
 }
 
 impl Extract {
     pub fn new(deps: &StageDeps) -> Self {
         Extract {
             documents: deps.documents.clone(),
-            max_bytes: deps.max_extract_bytes,
+            settings: deps.extraction.clone(),
         }
     }
 }
@@ -56,58 +88,168 @@ impl Stage for Extract {
                 format!("no extractor for .{} files", document.extension),
             )
         })?;
-        if format.family != FormatFamily::Text {
-            return Err(StageError::fatal(
-                "unsupported_file_type",
-                format!("no extractor for .{} files yet", document.extension),
-            ));
-        }
-        if document.byte_size > self.max_bytes {
+        if document.byte_size > self.settings.max_bytes {
             return Err(StageError::fatal(
                 "file_too_large",
                 format!(
                     "the file has {} bytes; the extractor reads at most {} (SHELF_EXTRACT_MAX_BYTES)",
-                    document.byte_size, self.max_bytes
+                    document.byte_size, self.settings.max_bytes
                 ),
             ));
         }
-        let bytes = tokio::fs::read(&path).await.map_err(|e| {
-            StageError::retryable("io_error", format!("cannot read the source: {e}"))
-        })?;
-        // Content-addressed: the bytes must still be the ones the id names.
-        if hex::encode(Sha256::digest(&bytes)) != document.sha256 {
+        let version = extractor_version(format.kind);
+        let db = &self.documents.db;
+        let cached = if self.settings.cache {
+            shelf_documents::cached_extraction(db, &document.sha256, version)
+                .await
+                .map_err(from_documents)?
+        } else {
+            None
+        };
+        let from_cache = cached.is_some();
+        let extraction = match cached {
+            Some(extraction) => extraction,
+            None => {
+                let bytes = tokio::fs::read(&path).await.map_err(|e| {
+                    StageError::retryable("io_error", format!("cannot read the source: {e}"))
+                })?;
+                // Content-addressed: the bytes must still be the ones the id names.
+                if hex::encode(Sha256::digest(&bytes)) != document.sha256 {
+                    return Err(StageError::fatal(
+                        "source_changed",
+                        "the source file changed since it was ingested; ingest it again",
+                    ));
+                }
+                let extraction = self
+                    .extract_off_thread(format.kind, path, bytes, &document.extension, ctx)
+                    .await?;
+                if self.settings.cache {
+                    shelf_documents::cache_extraction(db, &document.sha256, version, &extraction)
+                        .await
+                        .map_err(from_documents)?;
+                }
+                extraction
+            }
+        };
+        let ocr_pages = extraction.pages_needing_ocr();
+        let needs_ocr = !ocr_pages.is_empty();
+        if extraction.markdown.trim().is_empty() && !needs_ocr {
             return Err(StageError::fatal(
-                "source_changed",
-                "the source file changed since it was ingested; ingest it again",
+                "no_text_found",
+                "the document holds no text to extract",
             ));
         }
-        let decoded = decode_text(&bytes).map_err(|e| match e {
-            DecodeError::Binary => {
-                StageError::fatal("unsupported_file_type", "binary content in a text file")
-            }
-        })?;
+        record_warnings(ctx, &extraction.warnings).await?;
+
         let text_id = format!("{}:{}", ctx.run_id, ctx.stage);
-        let chars = decoded.text.chars().count();
+        let chars = extraction.markdown.chars().count();
         shelf_documents::put_text(
-            &self.documents.db,
+            db,
             &TextRecord {
                 id: text_id.clone(),
                 document_id: document.id.clone(),
                 run_id: ctx.run_id.clone(),
                 kind: TEXT_KIND_RAW.into(),
-                body: decoded.text,
+                body: extraction.markdown,
             },
         )
         .await
         .map_err(from_documents)?;
+        if !extraction.segments.is_empty() {
+            shelf_documents::put_segments(db, &document.id, &extraction.segments)
+                .await
+                .map_err(from_documents)?;
+        }
+        let metadata = &extraction.metadata;
         Ok(json!({
             "document_id": document.id,
             "raw_text_id": text_id,
             "text_id": text_id,
             "chars": chars,
-            "encoding": decoded.encoding,
+            "encoding": metadata.encoding,
             "media_type": format.media_type,
-            "needs_ocr": false,
+            "extractor": version,
+            "from_cache": from_cache,
+            "page_count": metadata.page_count.or_else(|| (!extraction.pages.is_empty()).then_some(extraction.pages.len() as u32)),
+            "segments": extraction.segments.len(),
+            "title": metadata.title,
+            "author": metadata.author,
+            "language": metadata.language,
+            "warnings": extraction.warnings.len(),
+            "needs_ocr": needs_ocr,
+            "ocr_pages": ocr_pages,
         }))
     }
+}
+
+impl Extract {
+    /// Runs the extractor on the blocking pool. Cancellation of the run trips the extractor's
+    /// control and then waits for it to stop, so a killed converter is gone before the stage
+    /// returns.
+    async fn extract_off_thread(
+        &self,
+        kind: Kind,
+        path: std::path::PathBuf,
+        bytes: Vec<u8>,
+        extension: &str,
+        ctx: &StageContext,
+    ) -> Result<Extraction, StageError> {
+        let control = Control::new(Arc::new(AtomicBool::new(false)));
+        let limits = self.settings.limits.clone();
+        let extension = extension.to_string();
+        let worker_control = control.clone();
+        let mut task = tokio::task::spawn_blocking(move || {
+            shelf_extractors::extract(
+                kind,
+                Input {
+                    path: &path,
+                    bytes: &bytes,
+                    extension: &extension,
+                },
+                &limits,
+                &worker_control,
+            )
+        });
+        let joined = tokio::select! {
+            joined = &mut task => joined,
+            _ = ctx.cancel.cancelled() => {
+                control.cancel();
+                // The extractor checks its control between pieces of work; a stuck parser is
+                // not waited for past a grace period (its thread ends when the parser does).
+                let _ = tokio::time::timeout(Duration::from_secs(10), &mut task).await;
+                return Err(StageError::canceled());
+            }
+        };
+        let result = joined.map_err(|e| {
+            tracing::error!(run_id = %ctx.run_id, error = %e, "extraction task failed");
+            StageError::fatal("extractor_crashed", ExtractError::crashed().detail)
+        })?;
+        result.map_err(|e| {
+            if e.code == "extractor_crashed" {
+                tracing::error!(run_id = %ctx.run_id, kind = ?kind, "extractor panicked");
+            }
+            if e.retryable {
+                StageError::retryable(e.code, e.detail)
+            } else {
+                StageError::fatal(e.code, e.detail)
+            }
+        })
+    }
+}
+
+async fn record_warnings(ctx: &StageContext, warnings: &[String]) -> Result<(), StageError> {
+    for warning in warnings.iter().take(MAX_WARNING_EVENTS) {
+        ctx.event("stage_warning", warning.clone()).await?;
+    }
+    if warnings.len() > MAX_WARNING_EVENTS {
+        ctx.event(
+            "stage_warning",
+            format!(
+                "{} more extraction warnings",
+                warnings.len() - MAX_WARNING_EVENTS
+            ),
+        )
+        .await?;
+    }
+    Ok(())
 }

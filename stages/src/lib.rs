@@ -11,7 +11,6 @@ pub mod index;
 pub mod ocr;
 pub mod provider;
 pub mod summarize;
-pub mod text;
 
 use std::sync::Arc;
 
@@ -28,8 +27,8 @@ pub struct StageDeps {
     pub chunking: chunk::ChunkSettings,
     /// How many chunks one clean stage sends to the provider at once.
     pub llm_concurrency: usize,
-    /// Largest source file the extractor reads into memory.
-    pub max_extract_bytes: u64,
+    /// How `extract` reads files: size cap, extractor limits, cache.
+    pub extraction: extract::ExtractionSettings,
     /// `SHELF_CLEANING_PROMPT_VERSION`, used when a stage's options do not name one.
     pub cleaning_prompt_version: String,
     /// `SHELF_CLASSIFICATION_PROMPT_VERSION`, likewise.

@@ -119,10 +119,9 @@ fn text_encodings_are_decoded_and_binary_is_refused() {
         by_name("archive.txt")["error"]["code"],
         "archive_not_supported"
     );
-    assert_eq!(
-        by_name("image.png")["error"]["code"],
-        "unsupported_file_type"
-    );
+    // Images are accepted; until OCR is built their runs fail clearly, never silently empty.
+    let image = by_name("image.png");
+    assert_eq!(image["run_status"], "failed", "{image:#}");
     let hits = env.json(&["search", "façade", "--json"]);
     assert_eq!(hits["total"], 1);
     let hits = env.json(&["search", "crème brûlée", "--json"]);
@@ -194,19 +193,19 @@ fn queued_runs_are_processed_by_a_worker_process() {
 #[test]
 fn failed_runs_can_be_retried_reusing_finished_stages() {
     let env = Env::new();
-    // An operator pipeline whose ocr stage always runs: OCR is not built, so it fails.
+    // An operator pipeline that stops after OCR: OCR is not built yet, so an image fails there.
     let pipelines = env.path().join("pipelines");
     env.write(
-        "pipelines/always-ocr.yaml",
-        "version: 1\nstages:\n  extract: { uses: extract }\n  ocr: { uses: ocr, needs: [extract] }\n",
+        "pipelines/ocr-only.yaml",
+        "version: 1\nstages:\n  extract: { uses: extract }\n  ocr: { uses: ocr, needs: [extract], when: extract.needs_ocr }\n",
     );
     let env = env.with("SHELF_PIPELINES_DIR", pipelines.to_str().unwrap());
-    let file = env.write("doc.txt", "Some text.\n");
+    let file = env.write("scan.png", b"\x89PNG\r\n\x1a\n scanned page");
     let out = env.run(&[
         "import",
         file.to_str().unwrap(),
         "--pipeline",
-        "always-ocr",
+        "ocr-only",
         "--json",
     ]);
     assert_eq!(out.status.code(), Some(1));

@@ -34,7 +34,10 @@ pub async fn setup(provider: Arc<dyn Provider>, target_chars: usize, concurrency
             overlap_chars: target_chars / 8,
         },
         llm_concurrency: concurrency,
-        max_extract_bytes: 10 * 1024 * 1024,
+        extraction: shelf_stages::extract::ExtractionSettings {
+            max_bytes: 10 * 1024 * 1024,
+            ..Default::default()
+        },
         cleaning_prompt_version: "cmos_v4".into(),
         classification_prompt_version: "dewey_v2".into(),
     };
