@@ -13,14 +13,14 @@ use serde_json::{Value, json};
 use crate::support::{Env, Running, corpus, wait_for};
 
 /// A running `shelf api` and its address.
-struct Api {
+pub(crate) struct Api {
     process: Running,
     base: String,
     stderr: Arc<Mutex<String>>,
 }
 
 impl Api {
-    fn start(env: &Env) -> Api {
+    pub(crate) fn start(env: &Env) -> Api {
         Self::start_with(env, &["api", "--port", "0"])
     }
 
@@ -69,7 +69,7 @@ impl Api {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
@@ -78,14 +78,14 @@ impl Api {
     }
 }
 
-fn client() -> Client {
+pub(crate) fn client() -> Client {
     Client::builder()
         .timeout(Duration::from_secs(60))
         .build()
         .expect("client")
 }
 
-fn migrated(env: Env) -> Env {
+pub(crate) fn migrated(env: Env) -> Env {
     let out = env.run(&["migrate"]);
     assert!(
         out.status.success(),
@@ -95,7 +95,12 @@ fn migrated(env: Env) -> Env {
     env
 }
 
-async fn upload(client: &Client, api: &Api, name: &str, bytes: Vec<u8>) -> (StatusCode, Value) {
+pub(crate) async fn upload(
+    client: &Client,
+    api: &Api,
+    name: &str,
+    bytes: Vec<u8>,
+) -> (StatusCode, Value) {
     let form = reqwest::multipart::Form::new().part(
         "file",
         reqwest::multipart::Part::bytes(bytes).file_name(name.to_string()),
@@ -110,7 +115,7 @@ async fn upload(client: &Client, api: &Api, name: &str, bytes: Vec<u8>) -> (Stat
     (status, reply.json().await.expect("json"))
 }
 
-async fn get_json(client: &Client, api: &Api, path: &str) -> Value {
+pub(crate) async fn get_json(client: &Client, api: &Api, path: &str) -> Value {
     client
         .get(api.url(path))
         .send()

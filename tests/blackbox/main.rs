@@ -4,5 +4,6 @@
 mod api;
 mod cli;
 mod crash;
+mod formats;
 mod support;
 mod tidy;

@@ -1,0 +1,107 @@
+//! Every kind of document through the real `shelf api` and a real `shelf worker`: a PDF, a
+//! DOCX, an HTML page and an SRT transcript uploaded, processed by the default pipeline and
+//! found by a phrase of each; a damaged file fails its run with a stable code and stays.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::api::{Api, client, get_json, migrated, upload};
+use crate::support::{Env, corpus};
+
+/// Queues a run of a document and waits for it to end; returns the finished run.
+async fn run_to_the_end(client: &reqwest::Client, api: &Api, document_id: &str) -> Value {
+    let reply = client
+        .post(api.url("/runs"))
+        .json(&json!({ "document_id": document_id }))
+        .send()
+        .await
+        .expect("create run");
+    assert_eq!(reply.status(), StatusCode::CREATED);
+    let run: Value = reply.json().await.expect("run");
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let run = get_json(client, api, &format!("/runs/{run_id}")).await;
+        if matches!(
+            run["status"].as_str(),
+            Some("succeeded" | "failed" | "canceled")
+        ) {
+            return run;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run never ended: {run:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn search_total(client: &reqwest::Client, api: &Api, query: &str) -> (u64, Vec<Value>) {
+    let reply: Value = client
+        .post(api.url("/search/results"))
+        .json(&json!({ "query": query, "phrase": true }))
+        .send()
+        .await
+        .expect("search")
+        .json()
+        .await
+        .expect("json");
+    let results = reply["results"].as_array().cloned().unwrap_or_default();
+    (reply["total"].as_u64().unwrap_or(0), results)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_of_every_kind_are_processed_and_found() {
+    let env = migrated(Env::new());
+    let api = Api::start(&env);
+    let _worker = env.spawn(&["worker"]);
+    let client = client();
+    let cases = [
+        (
+            "pdf/pypdf/crazyones.pdf",
+            "crazyones.pdf",
+            "the round pegs in the square holes",
+        ),
+        (
+            "office/docx/sources/lorem_ipsum.docx",
+            "lorem_ipsum.docx",
+            "porttitor mollis quam",
+        ),
+        (
+            "office/html/sources/example_01.html",
+            "example_01.html",
+            "first paragraph of the introduction",
+        ),
+        ("transcripts/srt/ascii.srt", "ascii.srt", "ascii everywhere"),
+    ];
+    for (path, name, phrase) in cases {
+        let bytes = std::fs::read(corpus(path)).expect("corpus file");
+        let (status, document) = upload(&client, &api, name, bytes).await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {document}");
+        let document_id = document["id"].as_str().expect("id").to_string();
+        let run = run_to_the_end(&client, &api, &document_id).await;
+        assert_eq!(run["status"], "succeeded", "{name}: {run:#}");
+        let (total, results) = search_total(&client, &api, phrase).await;
+        assert!(total >= 1, "{name}: no hit for {phrase:?}");
+        assert!(
+            results
+                .iter()
+                .any(|r| r["document_id"] == document_id.as_str()),
+            "{name}: {results:#?}"
+        );
+    }
+
+    // A damaged file is accepted, its run fails with a stable code, and the document stays.
+    let bytes = std::fs::read(corpus("hostile/malformed/testWORD_truncated.docx")).expect("corpus");
+    let (status, document) = upload(&client, &api, "truncated.docx", bytes).await;
+    assert_eq!(status, StatusCode::CREATED, "{document}");
+    let document_id = document["id"].as_str().expect("id").to_string();
+    let run = run_to_the_end(&client, &api, &document_id).await;
+    assert_eq!(run["status"], "failed", "{run:#}");
+    let error = run["error"].as_str().unwrap_or("");
+    assert!(error.starts_with("malformed_document: "), "{run:#}");
+    let document = get_json(&client, &api, &format!("/documents/{document_id}")).await;
+    assert_eq!(document["status"], "failed", "{document:#}");
+}
