@@ -54,6 +54,21 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("stages", &["shelf-app", "shelf-server", "axum", "clap"]),
     ("app", &["shelf-server", "axum", "clap"]),
     ("server", &["clap"]),
+    (
+        "extractors",
+        &[
+            "shelf-engine",
+            "shelf-documents",
+            "shelf-stages",
+            "shelf-app",
+            "shelf-server",
+            "sea-orm",
+            "tokio",
+            "axum",
+            "clap",
+            "reqwest",
+        ],
+    ),
 ];
 
 #[test]
@@ -92,6 +107,7 @@ fn every_module_says_what_it_is_for() {
     for krate in [
         "engine",
         "migrations",
+        "extractors",
         "documents",
         "stages",
         "app",
