@@ -40,7 +40,8 @@ pub fn to_markdown(
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
     control.check()?;
-    let document = Html::parse_document(html);
+    let html = expand_self_closed_raw_text(html);
+    let document = Html::parse_document(&html);
     control.check()?;
     let root = document.tree.root();
     let ctx = Context {
@@ -131,6 +132,50 @@ fn meta_charset(bytes: &[u8]) -> Option<&'static Encoding> {
     None
 }
 
+/// XHTML (EPUB chapters, `.xhtml` pages) may write `<title/>` or `<script src=".."/>`; an
+/// HTML parser reads those as opening tags whose raw text runs to the end of the page, so
+/// they are written out as an opening and a closing tag first.
+fn expand_self_closed_raw_text(html: &str) -> std::borrow::Cow<'_, str> {
+    const RAW_TEXT: [&str; 7] = [
+        "title", "script", "style", "textarea", "iframe", "noscript", "xmp",
+    ];
+    let lower = html.to_ascii_lowercase();
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut from = 0;
+    while let Some(found) = lower.get(from..).and_then(|rest| rest.find('<')) {
+        let start = from + found;
+        from = start + 1;
+        let Some(name) = RAW_TEXT.iter().find(|name| {
+            lower.get(start + 1..).is_some_and(|rest| {
+                rest.starts_with(*name)
+                    && rest
+                        .get(name.len()..)
+                        .is_some_and(|after| after.starts_with([' ', '\t', '\n', '\r', '/', '>']))
+            })
+        }) else {
+            continue;
+        };
+        let Some(end) = lower.get(start..).and_then(|rest| rest.find('>')) else {
+            break;
+        };
+        let close = start + end;
+        if lower.get(close.saturating_sub(1)..close) == Some("/") && close > start + name.len() {
+            out.push_str(html.get(copied..close - 1).unwrap_or_default());
+            out.push_str("></");
+            out.push_str(name);
+            out.push('>');
+            copied = close + 1;
+        }
+        from = close + 1;
+    }
+    if copied == 0 {
+        return std::borrow::Cow::Borrowed(html);
+    }
+    out.push_str(html.get(copied..).unwrap_or_default());
+    std::borrow::Cow::Owned(out)
+}
+
 struct Context<'a> {
     limits: &'a Limits,
     control: &'a Control,
@@ -159,12 +204,15 @@ struct Writer {
     flushes: usize,
     /// Table cells: tables inside are flattened, headings written as text.
     in_cell: bool,
+    /// Inside a link: an image's alt text is the link's text.
+    in_link: bool,
 }
 
 impl Writer {
     fn nested(&self) -> Writer {
         Writer {
             in_cell: self.in_cell,
+            in_link: self.in_link,
             ..Writer::default()
         }
     }
@@ -281,7 +329,7 @@ fn walk(
     match name {
         "br" => w.line_break(),
         "hr" => w.flush(),
-        "img" => {
+        "img" if w.in_link => {
             if let Some(alt) = element.attr("alt").filter(|a| !a.trim().is_empty()) {
                 w.push_text(" ");
                 w.push_text(alt);
@@ -336,7 +384,6 @@ fn is_dropped(element: &scraper::node::Element) -> bool {
             | "select"
             | "input"
             | "textarea"
-            | "nav"
     ) {
         return true;
     }
@@ -472,7 +519,10 @@ fn write_link(
 ) -> Result<(), ExtractError> {
     let start = w.inline.len();
     let flushes = w.flushes;
-    walk_children(w, ctx, node, depth, indent)?;
+    let was_in_link = std::mem::replace(&mut w.in_link, true);
+    let walked = walk_children(w, ctx, node, depth, indent);
+    w.in_link = was_in_link;
+    walked?;
     if !KEEP_LINK_TARGETS || w.flushes != flushes {
         return Ok(());
     }
@@ -665,7 +715,7 @@ fn write_table(
             break;
         }
         let mut cells: Vec<String> = Vec::new();
-        let mut fill_spans = |cells: &mut Vec<String>, spans: &mut Vec<(usize, usize, String)>| {
+        let fill_spans = |cells: &mut Vec<String>, spans: &mut Vec<(usize, usize, String)>| {
             while let Some(pos) = spans.iter().position(|(col, _, _)| *col == cells.len()) {
                 let Some(span) = spans.get_mut(pos) else { break };
                 cells.push(span.2.clone());
@@ -874,6 +924,12 @@ mod tests {
         assert!(md(&page).contains("deep words"));
         let page = format!("{}inner{}", "<ul><li>".repeat(400), "</li></ul>".repeat(400));
         assert!(md(&page).contains("inner"));
+    }
+
+    #[test]
+    fn xhtml_self_closed_title_does_not_swallow_the_page() {
+        let out = md("<html><head><title/><script src=\"a.js\"/></head><body><p>Body text</p></body></html>");
+        assert_eq!(out, "Body text");
     }
 
     #[test]
