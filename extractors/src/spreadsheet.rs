@@ -148,6 +148,10 @@ fn read_sheet(
                     break;
                 }
             }
+            drop(reader);
+            if let Some(Ok(merges)) = xlsx.worksheet_merge_cells(name) {
+                fill_merged(&mut grid, &merges, limits);
+            }
         }
         Sheets::Xlsb(xlsb) => {
             let mut reader = xlsb
@@ -187,6 +191,35 @@ fn read_sheet(
     Ok(grid)
 }
 
+/// Merged cells show their value across the whole region, as a reader sees it; the cells
+/// filled are bounded so that a sheet of huge merges costs little.
+fn fill_merged(grid: &mut Grid, merges: &[calamine::Dimensions], limits: &Limits) {
+    const MAX_FILLED: u64 = 200_000;
+    let mut filled = 0u64;
+    for merge in merges {
+        let (top, left) = merge.start;
+        let (bottom, right) = merge.end;
+        let rows = u64::from(bottom.saturating_sub(top)) + 1;
+        let cols = u64::from(right.saturating_sub(left)) + 1;
+        if rows.saturating_mul(cols) > MAX_FILLED.saturating_sub(filled) {
+            continue;
+        }
+        let Some(value) = grid.get(&top).and_then(|r| r.get(&left)).cloned() else {
+            continue;
+        };
+        filled += rows * cols;
+        for row in top..=bottom {
+            if !grid.contains_key(&row) && grid.len() >= limits.max_table_rows {
+                break;
+            }
+            let cells = grid.entry(row).or_default();
+            for col in left..=right {
+                cells.entry(col).or_insert_with(|| value.clone());
+            }
+        }
+    }
+}
+
 /// The sheet's tables: runs of non-empty rows, each split at columns empty over the run.
 fn tables_of(grid: &Grid, sheet: &str, limits: &Limits, warnings: &mut Vec<String>) -> Vec<String> {
     let mut tables = Vec::new();
@@ -222,6 +255,10 @@ fn tables_of(grid: &Grid, sheet: &str, limits: &Limits, warnings: &mut Vec<Strin
                 })
                 .filter(|row: &Vec<String>| row.iter().any(|c| !c.trim().is_empty()))
                 .collect();
+            let (label, dense) = split_section_label(dense);
+            if let Some(label) = label {
+                tables.push(label);
+            }
             if !dense.is_empty() {
                 tables.push(table(&dense));
             }
@@ -234,6 +271,20 @@ fn tables_of(grid: &Grid, sheet: &str, limits: &Limits, warnings: &mut Vec<Strin
         ));
     }
     tables
+}
+
+/// A first row that is one merged cell across the whole table is a section label above it,
+/// not a header: it becomes a paragraph.
+fn split_section_label(mut rows: Vec<Vec<String>>) -> (Option<String>, Vec<Vec<String>>) {
+    let is_label = rows.len() > 1
+        && rows.first().is_some_and(|first| {
+            first.len() > 1 && first.iter().all(|c| Some(c) == first.first())
+        });
+    if !is_label {
+        return (None, rows);
+    }
+    let label = rows.remove(0).into_iter().next().map(|l| crate::markdown::cell(&l));
+    (label, rows)
 }
 
 /// Rows grouped into runs of consecutive row numbers.
