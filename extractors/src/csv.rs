@@ -29,7 +29,10 @@ pub fn extract(
             control.check()?;
         }
         let record = record.map_err(|e| {
-            ExtractError::malformed(format!("the {} file cannot be parsed: {e}", input.extension))
+            ExtractError::malformed(format!(
+                "the {} file cannot be parsed: {e}",
+                input.extension
+            ))
         })?;
         if record.iter().all(|f| f.trim().is_empty()) {
             continue;
@@ -72,11 +75,7 @@ pub fn extract(
 /// The delimiter whose per-line field count is most consistent (and above one) over the
 /// first lines; quotes are honoured so that quoted delimiters do not count.
 fn detect_delimiter(text: &str, prefer_tab: bool) -> u8 {
-    let candidates: &[u8] = if prefer_tab {
-        b"\t,;|"
-    } else {
-        b",;\t|"
-    };
+    let candidates: &[u8] = if prefer_tab { b"\t,;|" } else { b",;\t|" };
     let mut best = (candidates.first().copied().unwrap_or(b','), 0usize);
     for &delimiter in candidates {
         let score = consistency(text, delimiter);
@@ -116,7 +115,11 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn run_with(bytes: &[u8], extension: &str, limits: &Limits) -> Result<Extraction, ExtractError> {
+    fn run_with(
+        bytes: &[u8],
+        extension: &str,
+        limits: &Limits,
+    ) -> Result<Extraction, ExtractError> {
         extract(
             Input {
                 path: std::path::Path::new("data"),
@@ -129,7 +132,9 @@ mod tests {
     }
 
     fn md(bytes: &[u8], extension: &str) -> String {
-        run_with(bytes, extension, &Limits::default()).unwrap().markdown
+        run_with(bytes, extension, &Limits::default())
+            .unwrap()
+            .markdown
     }
 
     #[test]
@@ -138,8 +143,14 @@ mod tests {
         assert_eq!(md(b"a,b\n1,2\n", "csv"), expected);
         assert_eq!(md(b"a;b\n1;2\n", "csv"), expected);
         assert_eq!(md(b"a\tb\n1\t2\n", "csv"), expected);
-        assert_eq!(md(b"a|b\n1|2\n", "csv"), "| a | b |\n|---|---|\n| 1 | 2 |\n");
-        assert_eq!(md(b"a\tb,c\n1\t2,3\n", "tsv"), "| a | b,c |\n|---|---|\n| 1 | 2,3 |\n");
+        assert_eq!(
+            md(b"a|b\n1|2\n", "csv"),
+            "| a | b |\n|---|---|\n| 1 | 2 |\n"
+        );
+        assert_eq!(
+            md(b"a\tb,c\n1\t2,3\n", "tsv"),
+            "| a | b,c |\n|---|---|\n| 1 | 2,3 |\n"
+        );
         // Commas inside the text of semicolon-separated values.
         assert_eq!(
             md(b"name;note\nx;one, two, three\ny;four, five\n", "csv"),

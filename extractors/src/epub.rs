@@ -155,10 +155,8 @@ fn parse_package(opf: &str, limits: &Limits) -> Result<Package, ExtractError> {
                 }
             }
             Event::GeneralRef(r) => {
-                if let Some((_, text)) = field.as_mut() {
-                    if let Some(c) = resolve_reference(&r) {
-                        text.push(c);
-                    }
+                if let (Some((_, text)), Some(c)) = (field.as_mut(), resolve_reference(&r)) {
+                    text.push(c);
                 }
             }
             Event::End(_) => {
@@ -351,7 +349,10 @@ mod tests {
 
     #[test]
     fn paths_resolve_against_the_package_folder() {
-        assert_eq!(resolve_path("OEBPS", "text/a%20b.xhtml#x"), "OEBPS/text/a b.xhtml");
+        assert_eq!(
+            resolve_path("OEBPS", "text/a%20b.xhtml#x"),
+            "OEBPS/text/a b.xhtml"
+        );
         assert_eq!(resolve_path("OEBPS/sub", "../c.xhtml"), "OEBPS/c.xhtml");
         assert_eq!(resolve_path("", "c.xhtml"), "c.xhtml");
         assert_eq!(resolve_path("a", "../../../c.xhtml"), "c.xhtml");

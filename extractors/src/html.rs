@@ -225,9 +225,7 @@ impl Writer {
             }
             self.inline.push_str(word);
         }
-        if text.ends_with(char::is_whitespace) && !text.trim().is_empty() {
-            self.space();
-        } else if text.trim().is_empty() && !text.is_empty() {
+        if text.ends_with(char::is_whitespace) {
             self.space();
         }
     }
@@ -336,7 +334,9 @@ fn walk(
                 w.push_text(" ");
             }
         }
-        "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => write_heading(w, ctx, node, name, depth, indent)?,
+        "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => {
+            write_heading(w, ctx, node, name, depth, indent)?
+        }
         "ul" | "ol" | "menu" | "dl" => write_list(w, ctx, node, depth, indent)?,
         "table" => write_table(w, ctx, node, depth, indent)?,
         "pre" | "listing" | "xmp" | "plaintext" => write_pre(w, node),
@@ -596,7 +596,13 @@ fn write_quote(
     let text = inner.finish();
     let quoted: Vec<String> = text
         .lines()
-        .map(|l| if l.is_empty() { ">".to_string() } else { format!("> {l}") })
+        .map(|l| {
+            if l.is_empty() {
+                ">".to_string()
+            } else {
+                format!("> {l}")
+            }
+        })
         .collect();
     w.block(&quoted.join("\n"));
     Ok(())
@@ -615,10 +621,7 @@ fn write_list(
         w.flush();
         return Ok(());
     }
-    let ordered = node
-        .value()
-        .as_element()
-        .is_some_and(|e| e.name() == "ol");
+    let ordered = node.value().as_element().is_some_and(|e| e.name() == "ol");
     let mut number: i64 = attr(node, "start")
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(1);
@@ -717,7 +720,9 @@ fn write_table(
         let mut cells: Vec<String> = Vec::new();
         let fill_spans = |cells: &mut Vec<String>, spans: &mut Vec<(usize, usize, String)>| {
             while let Some(pos) = spans.iter().position(|(col, _, _)| *col == cells.len()) {
-                let Some(span) = spans.get_mut(pos) else { break };
+                let Some(span) = spans.get_mut(pos) else {
+                    break;
+                };
                 cells.push(span.2.clone());
                 span.1 -= 1;
                 if span.1 == 0 {
@@ -757,10 +762,11 @@ fn write_table(
             rows.push(cells);
         }
     }
-    if let Some(caption) = node
-        .children()
-        .find(|c| c.value().as_element().is_some_and(|e| e.name() == "caption"))
-    {
+    if let Some(caption) = node.children().find(|c| {
+        c.value()
+            .as_element()
+            .is_some_and(|e| e.name() == "caption")
+    }) {
         walk(w, ctx, caption, depth + 1, indent)?;
         w.flush();
     }
@@ -873,7 +879,9 @@ mod tests {
 
     #[test]
     fn headings_paragraphs_and_lists() {
-        let out = md("<h1>Title</h1><p>One   two\nthree</p><ul><li>a<ul><li>b</li></ul></li><li>c</li></ul><ol start=3><li>x</li><li>y</li></ol>");
+        let out = md(
+            "<h1>Title</h1><p>One   two\nthree</p><ul><li>a<ul><li>b</li></ul></li><li>c</li></ul><ol start=3><li>x</li><li>y</li></ol>",
+        );
         assert_eq!(
             out,
             "# Title\n\nOne two three\n\n- a\n    - b\n- c\n\n3. x\n4. y"
@@ -882,7 +890,9 @@ mod tests {
 
     #[test]
     fn tables_with_spans_and_nested_tables() {
-        let out = md("<table><thead><tr><th colspan=2>Action</th></tr></thead><tbody><tr><td rowspan=2>A</td><td>B</td></tr><tr><td>C</td></tr><tr><td><table><tr><td>x</td><td>y</td></tr></table></td><td>z</td></tr></tbody></table>");
+        let out = md(
+            "<table><thead><tr><th colspan=2>Action</th></tr></thead><tbody><tr><td rowspan=2>A</td><td>B</td></tr><tr><td>C</td></tr><tr><td><table><tr><td>x</td><td>y</td></tr></table></td><td>z</td></tr></tbody></table>",
+        );
         assert_eq!(
             out,
             "| Action | Action |\n|---|---|\n| A | B |\n| A | C |\n| x y | z |"
@@ -891,13 +901,17 @@ mod tests {
 
     #[test]
     fn dropped_and_hidden_content() {
-        let out = md("<script>var x=1;</script><style>p{}</style><p hidden>h1</p><div aria-hidden=\"true\">h2</div><span style=\"display: none\">h3</span><p>kept</p><template>t</template><noscript>n</noscript>");
+        let out = md(
+            "<script>var x=1;</script><style>p{}</style><p hidden>h1</p><div aria-hidden=\"true\">h2</div><span style=\"display: none\">h3</span><p>kept</p><template>t</template><noscript>n</noscript>",
+        );
         assert_eq!(out, "kept");
     }
 
     #[test]
     fn code_links_quotes_and_breaks() {
-        let out = md("<p>Use <code>pip</code> and <a href=\"https://x.org/\">the site</a>.<br>Next line</p><pre>fn main() {\n    x();\n}</pre><blockquote><p>quoted</p></blockquote>");
+        let out = md(
+            "<p>Use <code>pip</code> and <a href=\"https://x.org/\">the site</a>.<br>Next line</p><pre>fn main() {\n    x();\n}</pre><blockquote><p>quoted</p></blockquote>",
+        );
         assert_eq!(
             out,
             "Use `pip` and [the site](https://x.org/).\nNext line\n\n```\nfn main() {\n    x();\n}\n```\n\n> quoted"
@@ -911,7 +925,10 @@ mod tests {
         assert_eq!(extraction.metadata.title.as_deref(), Some("Café"));
         assert_eq!(extraction.metadata.language.as_deref(), Some("fr"));
         assert_eq!(extraction.markdown, "crème");
-        assert_eq!(extraction.metadata.encoding.as_deref(), Some("windows-1252"));
+        assert_eq!(
+            extraction.metadata.encoding.as_deref(),
+            Some("windows-1252")
+        );
         let page = b"<meta http-equiv=\"Content-Type\" content=\"text/html; charset=Shift_JIS\"><p>\x93\xfa\x96\x7b</p>";
         assert_eq!(run(page).unwrap().markdown, "日本");
         let page = b"\xEF\xBB\xBF<p>bom</p>";
@@ -920,22 +937,34 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_flattened_not_failed() {
-        let page = format!("{}deep words{}", "<div>".repeat(5000), "</div>".repeat(5000));
+        let page = format!(
+            "{}deep words{}",
+            "<div>".repeat(5000),
+            "</div>".repeat(5000)
+        );
         assert!(md(&page).contains("deep words"));
-        let page = format!("{}inner{}", "<ul><li>".repeat(400), "</li></ul>".repeat(400));
+        let page = format!(
+            "{}inner{}",
+            "<ul><li>".repeat(400),
+            "</li></ul>".repeat(400)
+        );
         assert!(md(&page).contains("inner"));
     }
 
     #[test]
     fn xhtml_self_closed_title_does_not_swallow_the_page() {
-        let out = md("<html><head><title/><script src=\"a.js\"/></head><body><p>Body text</p></body></html>");
+        let out = md(
+            "<html><head><title/><script src=\"a.js\"/></head><body><p>Body text</p></body></html>",
+        );
         assert_eq!(out, "Body text");
     }
 
     #[test]
     fn binary_is_refused() {
         assert_eq!(
-            run(b"\x00\x01\x02\x03\xff\xfe\x00garbage\x00\x00").unwrap_err().code,
+            run(b"\x00\x01\x02\x03\xff\xfe\x00garbage\x00\x00")
+                .unwrap_err()
+                .code,
             "unsupported_file_type"
         );
     }
@@ -946,7 +975,9 @@ mod tests {
         let mut i = 0;
         while page.len() < 5 * 1024 * 1024 {
             page.push_str(&format!("<h2>Section {i}</h2><p>Paragraph {i} with <b>bold</b> and <a href=\"/x{i}\">a link</a>.</p>"));
-            page.push_str("<table><tr><th>a</th><th>b</th></tr><tr><td>1</td><td>2</td></tr></table>");
+            page.push_str(
+                "<table><tr><th>a</th><th>b</th></tr><tr><td>1</td><td>2</td></tr></table>",
+            );
             page.push_str(&"<div><span>".repeat(40));
             page.push_str(&format!("nested {i}"));
             page.push_str(&"</span></div>".repeat(40));
@@ -965,7 +996,10 @@ mod tests {
             return;
         };
         let out = run(&bytes).unwrap().markdown;
-        assert!(out.starts_with("# Example Document\n\n## Introduction"), "{out}");
+        assert!(
+            out.starts_with("# Example Document\n\n## Introduction"),
+            "{out}"
+        );
         assert!(out.contains("- First item in unordered list\n    - Nested item 1"));
         assert!(out.contains("1. First item in ordered list\n    1. Nested ordered item 1"));
         assert!(out.contains("| Header 1 | Header 2 | Header 3 |"));
@@ -974,7 +1008,10 @@ mod tests {
             return;
         };
         let extraction = run(&bytes).unwrap();
-        assert_eq!(extraction.metadata.title.as_deref(), Some("Duck - Wikipedia"));
+        assert_eq!(
+            extraction.metadata.title.as_deref(),
+            Some("Duck - Wikipedia")
+        );
         let out = extraction.markdown;
         let etymology = out.find("## Etymology").unwrap();
         let taxonomy = out.find("## Taxonomy").unwrap();

@@ -28,9 +28,8 @@ pub fn extract(
     if input.bytes.starts_with(b"PK\x03\x04") {
         guard_zip(input.bytes, limits)?;
     }
-    let mut workbook = open_workbook_auto_from_rs(Cursor::new(input.bytes)).map_err(|e| {
-        ExtractError::malformed(format!("the spreadsheet cannot be read: {e}"))
-    })?;
+    let mut workbook = open_workbook_auto_from_rs(Cursor::new(input.bytes))
+        .map_err(|e| ExtractError::malformed(format!("the spreadsheet cannot be read: {e}")))?;
     let sheets: Vec<(String, SheetType)> = workbook
         .sheets_metadata()
         .iter()
@@ -41,7 +40,9 @@ pub fn extract(
     for (name, typ) in sheets {
         control.check()?;
         if !matches!(typ, SheetType::WorkSheet) {
-            warnings.push(format!("the sheet \"{name}\" is a chart or dialog sheet; skipped"));
+            warnings.push(format!(
+                "the sheet \"{name}\" is a chart or dialog sheet; skipped"
+            ));
             continue;
         }
         let grid = match read_sheet(&mut workbook, &name, limits, control, &mut warnings) {
@@ -149,7 +150,7 @@ fn read_sheet(
                 }
             }
             drop(reader);
-            if let Some(Ok(merges)) = xlsx.worksheet_merge_cells(name) {
+            if let Ok(merges) = xlsx.merge_cells_by_sheet_name(name) {
                 fill_merged(&mut grid, &merges, limits);
             }
         }
@@ -227,7 +228,11 @@ fn tables_of(grid: &Grid, sheet: &str, limits: &Limits, warnings: &mut Vec<Strin
     for rows in row_runs(grid) {
         let occupied: BTreeSet<u32> = rows
             .iter()
-            .flat_map(|r| grid.get(r).into_iter().flat_map(|cells| cells.keys().copied()))
+            .flat_map(|r| {
+                grid.get(r)
+                    .into_iter()
+                    .flat_map(|cells| cells.keys().copied())
+            })
             .collect();
         for columns in consecutive_runs(occupied.into_iter()) {
             let (Some(&first), Some(&last)) = (columns.first(), columns.last()) else {
@@ -277,13 +282,17 @@ fn tables_of(grid: &Grid, sheet: &str, limits: &Limits, warnings: &mut Vec<Strin
 /// not a header: it becomes a paragraph.
 fn split_section_label(mut rows: Vec<Vec<String>>) -> (Option<String>, Vec<Vec<String>>) {
     let is_label = rows.len() > 1
-        && rows.first().is_some_and(|first| {
-            first.len() > 1 && first.iter().all(|c| Some(c) == first.first())
-        });
+        && rows
+            .first()
+            .is_some_and(|first| first.len() > 1 && first.iter().all(|c| Some(c) == first.first()));
     if !is_label {
         return (None, rows);
     }
-    let label = rows.remove(0).into_iter().next().map(|l| crate::markdown::cell(&l));
+    let label = rows
+        .remove(0)
+        .into_iter()
+        .next()
+        .map(|l| crate::markdown::cell(&l));
     (label, rows)
 }
 
@@ -296,7 +305,11 @@ fn consecutive_runs(values: impl Iterator<Item = u32>) -> Vec<Vec<u32>> {
     let mut runs: Vec<Vec<u32>> = Vec::new();
     for value in values {
         match runs.last_mut() {
-            Some(run) if run.last().is_some_and(|&last| last.checked_add(1) == Some(value)) => {
+            Some(run)
+                if run
+                    .last()
+                    .is_some_and(|&last| last.checked_add(1) == Some(value)) =>
+            {
                 run.push(value);
             }
             _ => runs.push(vec![value]),
@@ -362,7 +375,11 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn run_with(bytes: &[u8], extension: &str, limits: &Limits) -> Result<Extraction, ExtractError> {
+    fn run_with(
+        bytes: &[u8],
+        extension: &str,
+        limits: &Limits,
+    ) -> Result<Extraction, ExtractError> {
         extract(
             Input {
                 path: std::path::Path::new("book"),
@@ -426,7 +443,9 @@ mod tests {
         let Some(bytes) = corpus("xlsx/sources/xlsx_01.xlsx") else {
             return;
         };
-        let out = run_with(&bytes, "xlsx", &Limits::default()).unwrap().markdown;
+        let out = run_with(&bytes, "xlsx", &Limits::default())
+            .unwrap()
+            .markdown;
         let sheet1 = out.find("## Sheet1").unwrap();
         let sheet2 = out.find("## Sheet2").unwrap();
         assert!(sheet1 < sheet2);
@@ -439,12 +458,16 @@ mod tests {
         let cut = run_with(&bytes, "xlsx", &rows).unwrap();
         assert!(cut.warnings.iter().any(|w| w.contains("\"Sheet1\"")));
         if let Some(bytes) = corpus("odf/sources/odf_table_with_title_01.ods") {
-            let out = run_with(&bytes, "ods", &Limits::default()).unwrap().markdown;
+            let out = run_with(&bytes, "ods", &Limits::default())
+                .unwrap()
+                .markdown;
             assert!(out.starts_with("## "), "{out}");
             assert!(out.contains("|---|"));
         }
         if let Some(bytes) = corpus("xlsx/sources/xlsx_04_inflated.xlsx") {
-            let out = run_with(&bytes, "xlsx", &Limits::default()).unwrap().markdown;
+            let out = run_with(&bytes, "xlsx", &Limits::default())
+                .unwrap()
+                .markdown;
             assert!(out.contains("| first | second | third |"));
         }
     }
@@ -452,7 +475,9 @@ mod tests {
     #[test]
     fn garbage_and_bombs_are_refused() {
         assert_eq!(
-            run_with(b"not a workbook", "xlsx", &Limits::default()).unwrap_err().code,
+            run_with(b"not a workbook", "xlsx", &Limits::default())
+                .unwrap_err()
+                .code,
             "malformed_document"
         );
         use std::io::Write;
@@ -462,12 +487,16 @@ mod tests {
             let options = zip::write::SimpleFileOptions::default();
             writer.start_file("xl/workbook.xml", options).unwrap();
             writer.write_all(b"<workbook/>").unwrap();
-            writer.start_file("xl/worksheets/sheet1.xml", options).unwrap();
+            writer
+                .start_file("xl/worksheets/sheet1.xml", options)
+                .unwrap();
             writer.write_all(&vec![b' '; 20 * 1024 * 1024]).unwrap();
             writer.finish().unwrap();
         }
         assert_eq!(
-            run_with(&out.into_inner(), "xlsx", &Limits::default()).unwrap_err().code,
+            run_with(&out.into_inner(), "xlsx", &Limits::default())
+                .unwrap_err()
+                .code,
             "document_too_complex"
         );
     }
