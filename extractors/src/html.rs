@@ -40,6 +40,7 @@ pub fn to_markdown(
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
     control.check()?;
+    check_tag_nesting(html, limits)?;
     let html = expand_self_closed_raw_text(html);
     let document = Html::parse_document(&html);
     control.check()?;
@@ -130,6 +131,115 @@ fn meta_charset(bytes: &[u8]) -> Option<&'static Encoding> {
         from = end.max(start + 1);
     }
     None
+}
+
+/// Tags left open past this multiple of `max_nesting_depth` make a page hostile: the HTML
+/// parser's scope checks walk the stack of open elements, so its time grows with depth times
+/// tags (100,000 nested `<div>` take most of a minute).
+const OPEN_TAGS_PER_DEPTH: usize = 16;
+
+/// Estimates how deep the page nests before parsing it: start tags minus end tags, leaving
+/// out void elements, elements whose end tag is optional and formatting elements (the parser
+/// closes or caps those itself).
+fn check_tag_nesting(html: &str, limits: &Limits) -> Result<(), ExtractError> {
+    let cap = limits
+        .max_nesting_depth
+        .saturating_mul(OPEN_TAGS_PER_DEPTH)
+        .max(64);
+    let bytes = html.as_bytes();
+    let mut open = 0usize;
+    let mut at = 0;
+    while let Some(found) = bytes
+        .get(at..)
+        .and_then(|rest| rest.iter().position(|&b| b == b'<'))
+    {
+        let start = at + found + 1;
+        let closing = bytes.get(start) == Some(&b'/');
+        let name_start = if closing { start + 1 } else { start };
+        let name_len = bytes.get(name_start..).map_or(0, |rest| {
+            rest.iter()
+                .take(16)
+                .take_while(|b| b.is_ascii_alphanumeric())
+                .count()
+        });
+        at = name_start + name_len;
+        let Some(name) = html.get(name_start..name_start + name_len) else {
+            continue;
+        };
+        if name.is_empty() || !name.as_bytes().first().is_some_and(u8::is_ascii_alphabetic) {
+            continue;
+        }
+        if is_self_balancing(&name.to_ascii_lowercase()) {
+            continue;
+        }
+        if closing {
+            open = open.saturating_sub(1);
+        } else {
+            open += 1;
+            if open > cap {
+                return Err(ExtractError::too_complex(format!(
+                    "the page leaves more than {cap} elements open (nested too deeply)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn is_self_balancing(name: &str) -> bool {
+    matches!(
+        name,
+        "area"
+            | "base"
+            | "br"
+            | "col"
+            | "embed"
+            | "hr"
+            | "img"
+            | "input"
+            | "link"
+            | "meta"
+            | "source"
+            | "track"
+            | "wbr"
+            | "param"
+            | "keygen"
+            | "p"
+            | "li"
+            | "dt"
+            | "dd"
+            | "tr"
+            | "td"
+            | "th"
+            | "thead"
+            | "tbody"
+            | "tfoot"
+            | "option"
+            | "optgroup"
+            | "rb"
+            | "rt"
+            | "rp"
+            | "rtc"
+            | "colgroup"
+            | "caption"
+            | "html"
+            | "head"
+            | "body"
+            | "a"
+            | "b"
+            | "big"
+            | "code"
+            | "em"
+            | "font"
+            | "i"
+            | "nobr"
+            | "s"
+            | "small"
+            | "strike"
+            | "strong"
+            | "tt"
+            | "u"
+    )
 }
 
 /// XHTML (EPUB chapters, `.xhtml` pages) may write `<title/>` or `<script src=".."/>`; an
@@ -939,10 +1049,15 @@ mod tests {
     fn deep_nesting_is_flattened_not_failed() {
         let page = format!(
             "{}deep words{}",
-            "<div>".repeat(5000),
-            "</div>".repeat(5000)
+            "<div>".repeat(3000),
+            "</div>".repeat(3000)
         );
         assert!(md(&page).contains("deep words"));
+        let hostile = "<div>".repeat(100_000);
+        let err = to_markdown(&hostile, &Limits::default(), &Control::default()).unwrap_err();
+        assert_eq!(err.code, "document_too_complex");
+        let sloppy = "<p><b><font>word ".repeat(50_000);
+        assert!(md(&sloppy).contains("word"));
         let page = format!(
             "{}inner{}",
             "<ul><li>".repeat(400),
