@@ -340,6 +340,29 @@ mod tests {
     }
 
     #[test]
+    fn a_flat_text_document_is_converted_to_docx() {
+        if !lo_installed() {
+            return;
+        }
+        let fodt = r#"<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
+<office:body><office:text><text:p>Minutes of the harbour committee</text:p></office:text></office:body></office:document>"#;
+        let docx = convert(
+            input(fodt.as_bytes(), "fodt"),
+            "docx",
+            &Limits::default(),
+            &Control::default(),
+        )
+        .unwrap();
+        assert!(docx.starts_with(b"PK\x03\x04"));
+        let mut zip = zip::ZipArchive::new(std::io::Cursor::new(docx)).unwrap();
+        let mut document = String::new();
+        std::io::Read::read_to_string(&mut zip.by_name("word/document.xml").unwrap(), &mut document)
+            .unwrap();
+        assert!(document.contains("Minutes of the harbour committee"));
+    }
+
+    #[test]
     fn garbage_with_a_legacy_extension_fails_clearly() {
         if !lo_installed() {
             return;
