@@ -51,8 +51,9 @@ fn extract_with(
             input.extension
         )));
     }
-    let text = run_pdftotext(tools.pdftotext, input, limits, control)?;
+    let text = run_pdftotext(tools.pdftotext, Mode::Reading, input, limits, control)?;
     control.check()?;
+    let text = prefer_stream_order(tools.pdftotext, &text, input, limits, control)?;
     // pdfinfo only adds metadata: a damaged info dictionary must not lose the text.
     let metadata = run_pdfinfo(tools.pdfinfo, input, limits, control)
         .map(|out| parse_pdfinfo(&String::from_utf8_lossy(&out.stdout)))
@@ -74,6 +75,106 @@ fn extract_with(
     })
 }
 
+/// Replaces a page's reading-order text by its content-stream text when the stream is laid
+/// out top to bottom (at most one jump back up the page that is not a move to a column on the
+/// right, which is a header or footer drawn first) and the page has no right-to-left script.
+/// Such pages are typeset in order, and the stream keeps table rows and captions together
+/// where pdftotext's column detection splits them. Any failure keeps the reading order.
+fn prefer_stream_order(
+    tool: Tool,
+    reading: &str,
+    input: Input<'_>,
+    limits: &Limits,
+    control: &Control,
+) -> Result<String, ExtractError> {
+    let stream_runs = run_pdftotext(tool, Mode::Stream, input, limits, control).and_then(|text| {
+        let boxes = run_pdftotext(tool, Mode::StreamBoxes, input, limits, control)?;
+        Ok((text, boxes))
+    });
+    let (stream, boxes) = match stream_runs {
+        Ok(runs) => runs,
+        Err(e) if matches!(e.code, "canceled" | "extraction_timeout") => return Err(e),
+        Err(_) => return Ok(reading.to_string()),
+    };
+    let stream_pages: Vec<&str> = stream.split('\u{c}').collect();
+    let page_boxes = word_boxes_per_page(&boxes);
+    let mut out = Vec::new();
+    for (index, page) in reading.split('\u{c}').enumerate() {
+        if index % 100 == 0 {
+            control.check()?;
+        }
+        let chosen = match (stream_pages.get(index), page_boxes.get(index)) {
+            (Some(stream_page), Some(words))
+                if !has_right_to_left(page) && upward_jumps(words) <= 1 =>
+            {
+                *stream_page
+            }
+            _ => page,
+        };
+        out.push(chosen);
+    }
+    Ok(out.join("\u{c}"))
+}
+
+/// A word's box from `pdftotext -bbox`: x and y grow right and down.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct WordBox {
+    x_min: f64,
+    y_min: f64,
+    x_max: f64,
+    y_max: f64,
+}
+
+fn word_boxes_per_page(html: &str) -> Vec<Vec<WordBox>> {
+    let mut pages: Vec<Vec<WordBox>> = Vec::new();
+    for line in html.lines() {
+        let line = line.trim_start();
+        if line.starts_with("<page ") {
+            pages.push(Vec::new());
+        } else if line.starts_with("<word ") {
+            if let (Some(page), Some(word)) = (pages.last_mut(), parse_word_box(line)) {
+                page.push(word);
+            }
+        }
+    }
+    pages
+}
+
+fn parse_word_box(line: &str) -> Option<WordBox> {
+    let attribute = |name: &str| -> Option<f64> {
+        let start = line.find(&format!(" {name}=\""))? + name.len() + 3;
+        let rest = line.get(start..)?;
+        rest.get(..rest.find('"')?)?.parse().ok()
+    };
+    Some(WordBox {
+        x_min: attribute("xMin")?,
+        y_min: attribute("yMin")?,
+        x_max: attribute("xMax")?,
+        y_max: attribute("yMax")?,
+    })
+}
+
+/// Jumps from a word to one more than two line heights higher on the page that do not move
+/// to the right of it: the stream went back up the same column.
+fn upward_jumps(words: &[WordBox]) -> usize {
+    words
+        .windows(2)
+        .filter(|pair| match pair {
+            [a, b] => {
+                let height = (a.y_max - a.y_min).max(1.0);
+                b.y_min < a.y_min - 2.0 * height && b.x_min < a.x_max
+            }
+            _ => false,
+        })
+        .count()
+}
+
+fn has_right_to_left(text: &str) -> bool {
+    text.chars().any(|c| {
+        matches!(c, '\u{0590}'..='\u{08FF}' | '\u{FB1D}'..='\u{FDFF}' | '\u{FE70}'..='\u{FEFF}')
+    })
+}
+
 fn has_pdf_header(bytes: &[u8]) -> bool {
     let window = bytes.get(..HEADER_WINDOW).unwrap_or(bytes);
     window.windows(5).any(|w| w == b"%PDF-")
@@ -86,8 +187,18 @@ fn tool_timeout(limits: &Limits, control: &Control) -> Duration {
         .map_or(limits.timeout, |left| left.min(limits.timeout))
 }
 
+/// pdftotext's outputs: its reading order (columns found from geometry), the content
+/// stream's order, and the stream's order with each word's box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Reading,
+    Stream,
+    StreamBoxes,
+}
+
 fn run_pdftotext(
     tool: Tool,
+    mode: Mode,
     input: Input<'_>,
     limits: &Limits,
     control: &Control,
@@ -95,12 +206,14 @@ fn run_pdftotext(
     let max_stdout = u64::try_from(limits.max_output_chars)
         .unwrap_or(u64::MAX)
         .saturating_mul(4);
-    let args = [
-        OsStr::new("-enc"),
-        OsStr::new("UTF-8"),
-        input.path.as_os_str(),
-        OsStr::new("-"),
-    ];
+    let mut args = vec![OsStr::new("-enc"), OsStr::new("UTF-8")];
+    match mode {
+        Mode::Reading => {}
+        Mode::Stream => args.push(OsStr::new("-raw")),
+        // Boxes are several times the text; the cap above still bounds them.
+        Mode::StreamBoxes => args.extend([OsStr::new("-raw"), OsStr::new("-bbox")]),
+    }
+    args.extend([input.path.as_os_str(), OsStr::new("-")]);
     let out = subprocess::run(
         tool,
         &args,
@@ -419,6 +532,29 @@ mod tests {
         let pdf = synthetic_pdf(&["an extrac-\ntion of text"]);
         let text = run_bytes(&pdf).unwrap().markdown;
         assert!(text.contains("an extraction of text"), "{text}");
+    }
+
+    #[test]
+    fn stream_order_is_judged_from_word_boxes() {
+        let html = r#"<page width="612" height="792">
+<word xMin="72" yMin="700" xMax="100" yMax="712">footer</word>
+<word xMin="72" yMin="70" xMax="100" yMax="82">top</word>
+<word xMin="72" yMin="90" xMax="100" yMax="102">next</word>
+</page>
+<page width="612" height="792">
+<word xMin="72" yMin="700" xMax="100" yMax="712">a</word>
+<word xMin="72" yMin="70" xMax="100" yMax="82">b</word>
+<word xMin="72" yMin="500" xMax="100" yMax="512">c</word>
+<word xMin="72" yMin="90" xMax="100" yMax="102">d</word>
+<word xMin="72" yMin="bad" xMax="100" yMax="102">e</word>
+</page>"#;
+        let pages = word_boxes_per_page(html);
+        assert_eq!(pages.len(), 2);
+        assert_eq!(pages[1].len(), 4);
+        assert_eq!(upward_jumps(&pages[0]), 1);
+        assert_eq!(upward_jumps(&pages[1]), 2);
+        assert!(has_right_to_left("שלום"));
+        assert!(!has_right_to_left("hello"));
     }
 
     #[test]
