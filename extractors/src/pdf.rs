@@ -131,10 +131,10 @@ fn word_boxes_per_page(html: &str) -> Vec<Vec<WordBox>> {
         let line = line.trim_start();
         if line.starts_with("<page ") {
             pages.push(Vec::new());
-        } else if line.starts_with("<word ") {
-            if let (Some(page), Some(word)) = (pages.last_mut(), parse_word_box(line)) {
-                page.push(word);
-            }
+        } else if line.starts_with("<word ")
+            && let (Some(page), Some(word)) = (pages.last_mut(), parse_word_box(line))
+        {
+            page.push(word);
         }
     }
     pages
@@ -232,7 +232,11 @@ fn run_pdfinfo(
     limits: &Limits,
     control: &Control,
 ) -> Result<ToolOutput, ExtractError> {
-    let args = [OsStr::new("-enc"), OsStr::new("UTF-8"), input.path.as_os_str()];
+    let args = [
+        OsStr::new("-enc"),
+        OsStr::new("UTF-8"),
+        input.path.as_os_str(),
+    ];
     let out = subprocess::run(
         tool,
         &args,
@@ -516,11 +520,11 @@ mod tests {
         assert_eq!(extraction.pages_needing_ocr(), vec![2]);
         assert_eq!(extraction.pages[0].text, "First page words");
         assert_eq!(extraction.pages[2].number, 3);
+        assert_eq!(extraction.markdown, "First page words\n\nThird page words");
         assert_eq!(
-            extraction.markdown,
-            "First page words\n\nThird page words"
+            extraction.metadata.title.as_deref(),
+            Some("Synthetic Title")
         );
-        assert_eq!(extraction.metadata.title.as_deref(), Some("Synthetic Title"));
         assert_eq!(extraction.metadata.author, None);
         assert_eq!(extraction.metadata.page_count, Some(3));
     }
@@ -644,7 +648,11 @@ mod tests {
 
     #[test]
     fn hostile_files_fail_clearly_or_extract() {
-        for name in ["empty.pdf", "Pages-tree-refs.pdf", "xref_command_missing.pdf"] {
+        for name in [
+            "empty.pdf",
+            "Pages-tree-refs.pdf",
+            "xref_command_missing.pdf",
+        ] {
             let Some(path) = corpus(&format!("hostile/malformed/{name}")) else {
                 return;
             };
@@ -665,7 +673,10 @@ mod tests {
     fn non_pdf_and_truncated_pdf_are_malformed() {
         let err = run_bytes(b"just some text, not a PDF").unwrap_err();
         assert_eq!(err.code, "malformed_document");
-        assert_eq!(run_bytes(b"%PDF-1.4\n").unwrap_err().code, "malformed_document");
+        assert_eq!(
+            run_bytes(b"%PDF-1.4\n").unwrap_err().code,
+            "malformed_document"
+        );
     }
 
     #[test]

@@ -140,7 +140,10 @@ fn convert_in(
     std::fs::write(&source, input.bytes)
         .map_err(|e| ExtractError::io(format!("cannot write the conversion input: {e}")))?;
     let out_dir = dir.path().join("out");
-    let profile = format!("-env:UserInstallation={}", file_url(&dir.path().join("profile")));
+    let profile = format!(
+        "-env:UserInstallation={}",
+        file_url(&dir.path().join("profile"))
+    );
     let args: [&OsStr; 10] = [
         OsStr::new("--headless"),
         OsStr::new("--norestore"),
@@ -248,7 +251,8 @@ fn read_output(path: &Path, limits: &Limits) -> Result<Vec<u8>, ExtractError> {
             limits.max_decompressed_bytes
         )));
     }
-    std::fs::read(path).map_err(|e| ExtractError::io(format!("cannot read the converted file: {e}")))
+    std::fs::read(path)
+        .map_err(|e| ExtractError::io(format!("cannot read the converted file: {e}")))
 }
 
 #[cfg(test)]
@@ -357,8 +361,11 @@ mod tests {
         assert!(docx.starts_with(b"PK\x03\x04"));
         let mut zip = zip::ZipArchive::new(std::io::Cursor::new(docx)).unwrap();
         let mut document = String::new();
-        std::io::Read::read_to_string(&mut zip.by_name("word/document.xml").unwrap(), &mut document)
-            .unwrap();
+        std::io::Read::read_to_string(
+            &mut zip.by_name("word/document.xml").unwrap(),
+            &mut document,
+        )
+        .unwrap();
         assert!(document.contains("Minutes of the harbour committee"));
     }
 
@@ -476,7 +483,9 @@ mod tests {
             "file:///tmp/a%20b/%C3%A9"
         );
         assert_eq!(
-            libreoffice_reason(b"Warning: x\nError: no export filter for /tmp/x/out/input.pptx found, aborting.\n"),
+            libreoffice_reason(
+                b"Warning: x\nError: no export filter for /tmp/x/out/input.pptx found, aborting.\n"
+            ),
             " (Error: no export filter for)"
         );
     }
@@ -485,14 +494,19 @@ mod tests {
     #[test]
     #[ignore]
     fn a_doc_file_is_converted_and_read() {
-        let source =
-            Path::new("/work/shared/corpus/office/docx/sources/lorem_ipsum.docx");
+        let source = Path::new("/work/shared/corpus/office/docx/sources/lorem_ipsum.docx");
         if !lo_installed() || !source.exists() {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
         let status = std::process::Command::new("soffice")
-            .args(["--headless", "--norestore", "--convert-to", "doc", "--outdir"])
+            .args([
+                "--headless",
+                "--norestore",
+                "--convert-to",
+                "doc",
+                "--outdir",
+            ])
             .arg(dir.path())
             .arg(format!(
                 "-env:UserInstallation={}",
@@ -504,9 +518,13 @@ mod tests {
             .unwrap();
         assert!(status.success());
         let doc = std::fs::read(dir.path().join("lorem_ipsum.doc")).unwrap();
-        let extraction = extract(input(&doc, "doc"), &Limits::default(), &Control::default())
-            .unwrap();
-        assert!(extraction.markdown.contains("Lorem ipsum"), "{}", extraction.markdown);
+        let extraction =
+            extract(input(&doc, "doc"), &Limits::default(), &Control::default()).unwrap();
+        assert!(
+            extraction.markdown.contains("Lorem ipsum"),
+            "{}",
+            extraction.markdown
+        );
     }
 
     proptest::proptest! {
