@@ -1,4 +1,4 @@
-//! PDF with a text layer, through poppler's `pdftotext` and `pdfinfo`: one page per PDF page,
+//! PDF with a text layer, through poppler's `pdftotext`: one page per PDF page,
 //! pages without text marked for OCR, ligatures spelled out and line-end hyphens rejoined.
 
 use std::ffi::OsStr;
@@ -7,11 +7,10 @@ use std::time::Duration;
 use crate::subprocess::{self, Tool, ToolOutput};
 use crate::{Control, ExtractError, Extraction, Input, Limits, Metadata, Page};
 
-/// The poppler programs the extractor runs; tests swap in names that do not exist.
+/// The poppler program the extractor runs; tests swap in a name that does not exist.
 #[derive(Debug, Clone, Copy)]
 struct Poppler {
     pdftotext: Tool,
-    pdfinfo: Tool,
 }
 
 const POPPLER: Poppler = Poppler {
@@ -19,14 +18,7 @@ const POPPLER: Poppler = Poppler {
         program: "pdftotext",
         package: "poppler-utils",
     },
-    pdfinfo: Tool {
-        program: "pdfinfo",
-        package: "poppler-utils",
-    },
 };
-
-/// pdfinfo prints a few hundred bytes; this is room for a long title.
-const PDFINFO_STDOUT_CAP: u64 = 256 * 1024;
 
 /// Poppler, like other readers, accepts a header anywhere in the first KiB.
 const HEADER_WINDOW: usize = 1024;
@@ -51,12 +43,34 @@ fn extract_with(
             input.extension
         )));
     }
-    let text = run_pdftotext(tools.pdftotext, Mode::Reading, input, limits, control)?;
+    // Two poppler runs, at once: reading order, and the content stream's words with their
+    // boxes (which also give the stream's text, the page count and the metadata).
+    let (reading, boxes) = std::thread::scope(|scope| {
+        let boxes = scope
+            .spawn(|| run_pdftotext(tools.pdftotext, Mode::StreamBoxes, input, limits, control));
+        let reading = run_pdftotext(tools.pdftotext, Mode::Reading, input, limits, control);
+        let boxes = boxes
+            .join()
+            .unwrap_or_else(|_| Err(ExtractError::crashed()));
+        (reading, boxes)
+    });
+    let reading = reading?;
     control.check()?;
-    let text = prefer_stream_order(tools.pdftotext, &text, input, limits, control)?;
-    // pdfinfo only adds metadata: a damaged info dictionary must not lose the text.
-    let metadata = run_pdfinfo(tools.pdfinfo, input, limits, control)
-        .map(|out| parse_pdfinfo(&String::from_utf8_lossy(&out.stdout)))
+    let (text, stream) = match boxes {
+        Ok(html) => {
+            let stream = parse_box_output(&html, control)?;
+            (
+                prefer_stream_order(&reading, &stream, control)?,
+                Some(stream),
+            )
+        }
+        Err(e) if matches!(e.code, "canceled" | "extraction_timeout") => return Err(e),
+        // The boxes only refine the order and add metadata: the reading order stands alone.
+        Err(_) => (reading, None),
+    };
+    let metadata = stream
+        .as_ref()
+        .map(|s| s.metadata.clone())
         .unwrap_or_default();
     let pages = split_pages(&text, metadata.page_count, control)?;
     let mut markdown = String::new();
@@ -75,45 +89,64 @@ fn extract_with(
     })
 }
 
+/// What `pdftotext -raw -bbox` says: per page, the words in content-stream order with their
+/// boxes; and the document's title and author from its head.
+#[derive(Debug, Default)]
+struct StreamPages {
+    pages: Vec<Vec<Word>>,
+    metadata: Metadata,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Word {
+    bounds: WordBox,
+    text: String,
+}
+
 /// Replaces a page's reading-order text by its content-stream text when the stream is laid
 /// out top to bottom (at most one jump back up the page that is not a move to a column on the
 /// right, which is a header or footer drawn first) and the page has no right-to-left script.
 /// Such pages are typeset in order, and the stream keeps table rows and captions together
-/// where pdftotext's column detection splits them. Any failure keeps the reading order.
+/// where pdftotext's column detection splits them.
 fn prefer_stream_order(
-    tool: Tool,
     reading: &str,
-    input: Input<'_>,
-    limits: &Limits,
+    stream: &StreamPages,
     control: &Control,
 ) -> Result<String, ExtractError> {
-    let stream_runs = run_pdftotext(tool, Mode::Stream, input, limits, control).and_then(|text| {
-        let boxes = run_pdftotext(tool, Mode::StreamBoxes, input, limits, control)?;
-        Ok((text, boxes))
-    });
-    let (stream, boxes) = match stream_runs {
-        Ok(runs) => runs,
-        Err(e) if matches!(e.code, "canceled" | "extraction_timeout") => return Err(e),
-        Err(_) => return Ok(reading.to_string()),
-    };
-    let stream_pages: Vec<&str> = stream.split('\u{c}').collect();
-    let page_boxes = word_boxes_per_page(&boxes);
     let mut out = Vec::new();
     for (index, page) in reading.split('\u{c}').enumerate() {
         if index % 100 == 0 {
             control.check()?;
         }
-        let chosen = match (stream_pages.get(index), page_boxes.get(index)) {
-            (Some(stream_page), Some(words))
-                if !has_right_to_left(page) && upward_jumps(words) <= 1 =>
+        let chosen = match stream.pages.get(index) {
+            Some(words)
+                if !words.is_empty() && !has_right_to_left(page) && upward_jumps(words) <= 1 =>
             {
-                *stream_page
+                stream_text(words)
             }
-            _ => page,
+            _ => page.to_string(),
         };
         out.push(chosen);
     }
     Ok(out.join("\u{c}"))
+}
+
+/// The words of a page as lines: a new line where the next word starts left of the previous
+/// one or on another baseline.
+fn stream_text(words: &[Word]) -> String {
+    let mut text = String::new();
+    let mut previous: Option<&WordBox> = None;
+    for word in words {
+        if let Some(prev) = previous {
+            let height = (prev.y_max - prev.y_min).max(1.0);
+            let new_line = (word.bounds.y_max - prev.y_max).abs() > height / 2.0
+                || word.bounds.x_min < prev.x_min;
+            text.push(if new_line { '\n' } else { ' ' });
+        }
+        text.push_str(&word.text);
+        previous = Some(&word.bounds);
+    }
+    text
 }
 
 /// A word's box from `pdftotext -bbox`: x and y grow right and down.
@@ -125,42 +158,77 @@ struct WordBox {
     y_max: f64,
 }
 
-fn word_boxes_per_page(html: &str) -> Vec<Vec<WordBox>> {
-    let mut pages: Vec<Vec<WordBox>> = Vec::new();
-    for line in html.lines() {
+fn parse_box_output(html: &str, control: &Control) -> Result<StreamPages, ExtractError> {
+    let mut out = StreamPages::default();
+    let mut in_head = true;
+    for (index, line) in html.lines().enumerate() {
+        if index % 4096 == 0 {
+            control.check()?;
+        }
         let line = line.trim_start();
         if line.starts_with("<page ") {
-            pages.push(Vec::new());
-        } else if line.starts_with("<word ")
-            && let (Some(page), Some(word)) = (pages.last_mut(), parse_word_box(line))
-        {
-            page.push(word);
+            in_head = false;
+            out.pages.push(Vec::new());
+        } else if line.starts_with("<word ") {
+            if let (Some(page), Some(word)) = (out.pages.last_mut(), parse_word(line)) {
+                page.push(word);
+            }
+        } else if in_head {
+            if let Some(title) = line
+                .strip_prefix("<title>")
+                .and_then(|rest| rest.strip_suffix("</title>"))
+            {
+                out.metadata.title = Some(unescape(title));
+            } else if line.starts_with("<meta name=\"Author\"") {
+                out.metadata.author = attribute(line, "content").map(unescape);
+            }
         }
     }
-    pages
+    out.metadata.page_count = u32::try_from(out.pages.len()).ok().filter(|n| *n > 0);
+    Ok(out)
 }
 
-fn parse_word_box(line: &str) -> Option<WordBox> {
-    let attribute = |name: &str| -> Option<f64> {
-        let start = line.find(&format!(" {name}=\""))? + name.len() + 3;
-        let rest = line.get(start..)?;
-        rest.get(..rest.find('"')?)?.parse().ok()
-    };
-    Some(WordBox {
-        x_min: attribute("xMin")?,
-        y_min: attribute("yMin")?,
-        x_max: attribute("xMax")?,
-        y_max: attribute("yMax")?,
+fn attribute<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let start = line.find(&format!(" {name}=\""))? + name.len() + 3;
+    let rest = line.get(start..)?;
+    rest.get(..rest.find('"')?)
+}
+
+fn parse_word(line: &str) -> Option<Word> {
+    let number = |name: &str| -> Option<f64> { attribute(line, name)?.parse().ok() };
+    let text = line.get(line.find('>')? + 1..line.rfind("</word>")?)?;
+    Some(Word {
+        bounds: WordBox {
+            x_min: number("xMin")?,
+            y_min: number("yMin")?,
+            x_max: number("xMax")?,
+            y_max: number("yMax")?,
+        },
+        text: unescape(text),
     })
+}
+
+/// pdftotext escapes the five XML characters in its box output.
+fn unescape(text: &str) -> String {
+    if !text.contains('&') {
+        return text.to_string();
+    }
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
 }
 
 /// Jumps from a word to one more than two line heights higher on the page that do not move
 /// to the right of it: the stream went back up the same column.
-fn upward_jumps(words: &[WordBox]) -> usize {
+fn upward_jumps(words: &[Word]) -> usize {
     words
         .windows(2)
         .filter(|pair| match pair {
             [a, b] => {
+                let (a, b) = (&a.bounds, &b.bounds);
                 let height = (a.y_max - a.y_min).max(1.0);
                 b.y_min < a.y_min - 2.0 * height && b.x_min < a.x_max
             }
@@ -187,12 +255,11 @@ fn tool_timeout(limits: &Limits, control: &Control) -> Duration {
         .map_or(limits.timeout, |left| left.min(limits.timeout))
 }
 
-/// pdftotext's outputs: its reading order (columns found from geometry), the content
-/// stream's order, and the stream's order with each word's box.
+/// pdftotext's outputs: its reading order (columns found from geometry), and the content
+/// stream's order with each word's box.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Reading,
-    Stream,
     StreamBoxes,
 }
 
@@ -209,7 +276,6 @@ fn run_pdftotext(
     let mut args = vec![OsStr::new("-enc"), OsStr::new("UTF-8")];
     match mode {
         Mode::Reading => {}
-        Mode::Stream => args.push(OsStr::new("-raw")),
         // Boxes are several times the text; the cap above still bounds them.
         Mode::StreamBoxes => args.extend([OsStr::new("-raw"), OsStr::new("-bbox")]),
     }
@@ -224,29 +290,6 @@ fn run_pdftotext(
     )?;
     check_status(&out)?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn run_pdfinfo(
-    tool: Tool,
-    input: Input<'_>,
-    limits: &Limits,
-    control: &Control,
-) -> Result<ToolOutput, ExtractError> {
-    let args = [
-        OsStr::new("-enc"),
-        OsStr::new("UTF-8"),
-        input.path.as_os_str(),
-    ];
-    let out = subprocess::run(
-        tool,
-        &args,
-        &[],
-        tool_timeout(limits, control),
-        PDFINFO_STDOUT_CAP,
-        control,
-    )?;
-    check_status(&out)?;
-    Ok(out)
 }
 
 /// Turns poppler's exit status and messages into an error: 1 is "cannot open the PDF",
@@ -292,23 +335,7 @@ fn last_error_line(stderr: &str) -> String {
     line.chars().take(200).collect()
 }
 
-fn parse_pdfinfo(info: &str) -> Metadata {
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_string)
-    };
-    Metadata {
-        title: field("Title"),
-        author: field("Author"),
-        page_count: field("Pages").and_then(|p| p.parse().ok()),
-        ..Metadata::default()
-    }
-}
-
-/// pdftotext ends every page with a form feed. `page_count` (from pdfinfo) wins when known,
+/// pdftotext ends every page with a form feed. `page_count` (from the box output) wins when known,
 /// so that a page poppler printed nothing for still has its entry.
 fn split_pages(
     text: &str,
@@ -552,7 +579,7 @@ mod tests {
 <word xMin="72" yMin="90" xMax="100" yMax="102">d</word>
 <word xMin="72" yMin="bad" xMax="100" yMax="102">e</word>
 </page>"#;
-        let pages = word_boxes_per_page(html);
+        let pages = parse_box_output(html, &Control::default()).unwrap().pages;
         assert_eq!(pages.len(), 2);
         assert_eq!(pages[1].len(), 4);
         assert_eq!(upward_jumps(&pages[0]), 1);
@@ -690,7 +717,6 @@ mod tests {
                 program: "shelf-no-such-pdftotext",
                 package: "poppler-utils",
             },
-            ..POPPLER
         };
         let input = Input {
             path: &path,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use shelf_extractors::{Control, ExtractError, Extraction, Input, Kind, Limits, extract, format_for};
+use shelf_extractors::{Control, ExtractError, Extraction, Input, Limits, extract, format_for};
 
 /// Codes an extractor may answer hostile input with.
 const STABLE_CODES: &[&str] = &[
@@ -79,7 +79,11 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
 fn malformed_corpus_files_get_stable_codes_quickly() {
     let dir = corpus("hostile/malformed");
     let files = files_in(&dir);
-    assert!(!files.is_empty(), "vendored corpus missing: {}", dir.display());
+    assert!(
+        !files.is_empty(),
+        "vendored corpus missing: {}",
+        dir.display()
+    );
     for file in files {
         let bytes = std::fs::read(&file).expect("read");
         let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -127,8 +131,15 @@ fn zip_bombs_posing_as_documents_are_refused() {
             let result = run(extension, &file, &bytes);
             let name = file.display();
             let err = result.expect_err("a bomb is not a document");
-            assert!(STABLE_CODES.contains(&err.code), "{name} .{extension}: {}", err.code);
-            assert!(started.elapsed() < Duration::from_secs(20), "{name} .{extension}");
+            assert!(
+                STABLE_CODES.contains(&err.code),
+                "{name} .{extension}: {}",
+                err.code
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "{name} .{extension}"
+            );
         }
     }
 }
@@ -150,7 +161,11 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
     ];
     picks
         .iter()
-        .filter_map(|(ext, rel)| std::fs::read(corpus(rel)).ok().map(|b| (ext.to_string(), b)))
+        .filter_map(|(ext, rel)| {
+            std::fs::read(corpus(rel))
+                .ok()
+                .map(|b| (ext.to_string(), b))
+        })
         .collect()
 }
 
