@@ -330,29 +330,126 @@ pub struct Classifications {
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(default)]
 pub struct SearchIn {
-    /// The text to search (at most 4,096 characters).
+    /// The text to search: 1 to 4,096 characters, at least one letter or digit (text with
+    /// nothing searchable is `invalid_search_query`).
+    #[schema(
+        required = true,
+        min_length = 1,
+        max_length = 4096,
+        pattern = r"[^\W_]"
+    )]
     pub query: String,
     /// Default 20, at most 500.
+    #[schema(minimum = 1, maximum = 500)]
     pub limit: Option<u64>,
+    #[schema(minimum = 0, maximum = 9_007_199_254_740_991_u64)]
     pub offset: Option<u64>,
     /// Exact Dewey code.
     pub classification_code: Option<String>,
     /// Code prefix: `636` matches `636` and `636.1`.
     pub classification_prefix: Option<String>,
     /// `ingested`, `processing`, `ready` or `failed`.
+    #[schema(value_type = Option<DocumentStatusIn>)]
     pub document_status: Option<String>,
     pub filename_contains: Option<String>,
-    /// ISO-8601, inclusive.
+    /// RFC 3339, inclusive.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub created_after: Option<String>,
-    /// ISO-8601, inclusive.
+    /// RFC 3339, inclusive.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub created_before: Option<String>,
     /// Treat the whole query as one phrase.
     pub phrase: bool,
     /// `cleaned` (default) or `raw`.
+    #[schema(value_type = Option<SearchScopeIn>)]
     pub scope: Option<String>,
     /// `auto` (default), `all` or `any`.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<MatchModeIn>)]
     pub match_mode: Option<MatchMode>,
+}
+
+/// The document statuses a search can filter on (schema only; the domain parses them).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum DocumentStatusIn {
+    Ingested,
+    Processing,
+    Ready,
+    Failed,
+}
+
+/// The searchable texts (schema only).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum SearchScopeIn {
+    Cleaned,
+    Raw,
+}
+
+/// How query terms combine (schema only; [`MatchMode`] is the domain's type).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum MatchModeIn {
+    Auto,
+    All,
+    Any,
+}
+
+impl SearchIn {
+    /// The HTTP API takes exactly the values its schema declares: the domain is lenient
+    /// (trims, reads an empty string as "no filter") for the CLI, the API is not, so that a
+    /// generated client and the server agree.
+    pub fn check_declared(&self) -> Result<(), crate::error::ApiError> {
+        use crate::error::{ApiError, ErrorCode};
+        if let Some(limit) = self.limit
+            && !(1..=500).contains(&limit)
+        {
+            return Err(ApiError::invalid(
+                &["body", "limit"],
+                "Input should be between 1 and 500",
+                "value_error",
+            ));
+        }
+        crate::extract::page_offset(&["body", "offset"], self.offset)?;
+        if let Some(status) = &self.document_status
+            && !["ingested", "processing", "ready", "failed"].contains(&status.as_str())
+        {
+            return Err(ApiError::new(
+                ErrorCode::InvalidDocumentStatus,
+                format!(
+                    "Unknown document status: {} (expected ingested, processing, ready or failed)",
+                    status.chars().take(64).collect::<String>()
+                ),
+            ));
+        }
+        if let Some(scope) = &self.scope
+            && !["cleaned", "raw"].contains(&scope.as_str())
+        {
+            return Err(ApiError::new(
+                ErrorCode::InvalidSearchScope,
+                format!(
+                    "Unknown search scope: {} (expected cleaned or raw)",
+                    scope.chars().take(64).collect::<String>()
+                ),
+            ));
+        }
+        for (field, value) in [
+            ("created_after", &self.created_after),
+            ("created_before", &self.created_before),
+        ] {
+            if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+                return Err(ApiError::invalid(
+                    &["body", field],
+                    "Input should be an RFC 3339 date-time",
+                    "value_error",
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl From<SearchIn> for SearchBody {
@@ -381,6 +478,7 @@ pub struct FacetsIn {
     pub search: SearchIn,
     /// Buckets per facet: default 50, at most 500.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 500)]
     pub facet_limit: Option<u64>,
 }
 
