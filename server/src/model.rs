@@ -326,23 +326,19 @@ pub struct Classifications {
     pub classifications: BTreeMap<String, String>,
 }
 
-/// The body of the search endpoints.
+/// The body of the search endpoints. `query` is required; every other field is optional.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
-#[serde(default)]
 pub struct SearchIn {
     /// The text to search: 1 to 4,096 characters, at least one letter or digit (text with
     /// nothing searchable is `invalid_search_query`).
-    #[schema(
-        required = true,
-        min_length = 1,
-        max_length = 4096,
-        pattern = r"[^\W_]"
-    )]
+    #[schema(min_length = 1, max_length = 4096, pattern = r"[^\W_]")]
     pub query: String,
     /// Default 20, at most 500.
     #[schema(minimum = 1, maximum = 500)]
+    #[serde(default, deserialize_with = "integral")]
     pub limit: Option<u64>,
     #[schema(minimum = 0, maximum = 9_007_199_254_740_991_u64)]
+    #[serde(default, deserialize_with = "integral")]
     pub offset: Option<u64>,
     /// Exact Dewey code.
     pub classification_code: Option<String>,
@@ -359,6 +355,7 @@ pub struct SearchIn {
     #[schema(value_type = Option<String>, format = DateTime)]
     pub created_before: Option<String>,
     /// Treat the whole query as one phrase.
+    #[serde(default)]
     pub phrase: bool,
     /// `cleaned` (default) or `raw`.
     #[schema(value_type = Option<SearchScopeIn>)]
@@ -366,6 +363,25 @@ pub struct SearchIn {
     /// `auto` (default), `all` or `any`.
     #[schema(value_type = Option<MatchModeIn>)]
     pub match_mode: Option<MatchMode>,
+}
+
+/// An optional non-negative integer that JSON may write as `5` or `5.0` (JSON Schema counts
+/// both as integers, so generated clients send either).
+fn integral<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(de)? else {
+        return Ok(None);
+    };
+    if let Some(v) = n.as_u64() {
+        return Ok(Some(v));
+    }
+    match n.as_f64() {
+        Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= 9_007_199_254_740_991.0 => {
+            Ok(Some(f as u64))
+        }
+        _ => Err(serde::de::Error::custom(format!(
+            "invalid value: {n}, expected a non-negative integer"
+        ))),
+    }
 }
 
 /// The document statuses a search can filter on (schema only; the domain parses them).
@@ -477,7 +493,7 @@ pub struct FacetsIn {
     #[serde(flatten)]
     pub search: SearchIn,
     /// Buckets per facet: default 50, at most 500.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral")]
     #[schema(minimum = 1, maximum = 500)]
     pub facet_limit: Option<u64>,
 }

@@ -920,6 +920,8 @@ async fn the_schema_declares_what_the_server_enforces() {
     // strings or integers.
     let loc_items =
         &schema["components"]["schemas"]["ValidationIssue"]["properties"]["loc"]["items"];
+    assert_eq!(loc_items["$ref"], "#/components/schemas/LocSegment");
+    let loc_items = &schema["components"]["schemas"]["LocSegment"];
     assert!(loc_items.to_string().contains("integer"), "{loc_items}");
     assert!(loc_items.to_string().contains("string"), "{loc_items}");
 }

@@ -97,7 +97,7 @@ pub async fn records(
     get, path = "/runs/{id}/events/stream", operation_id = "stream_run_events", tag = "events",
     params(
         ("id" = String, Path, description = "Run id"),
-        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this sequence (digits only)", minimum = 0, maximum = 9_007_199_254_740_991_u64),
+        ("Last-Event-ID" = Option<u64>, Header, nullable = false, description = "Resume after this sequence (digits only)", minimum = 0, maximum = 9_007_199_254_740_991_u64),
     ),
     responses(
         (status = 200, description = "Event stream", content_type = "text/event-stream", body = String),
@@ -120,7 +120,7 @@ pub async fn stream_lines(
     get, path = "/runs/{id}/events/records/stream", operation_id = "stream_run_event_records", tag = "events",
     params(
         ("id" = String, Path, description = "Run id"),
-        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this sequence (digits only)", minimum = 0, maximum = 9_007_199_254_740_991_u64),
+        ("Last-Event-ID" = Option<u64>, Header, nullable = false, description = "Resume after this sequence (digits only)", minimum = 0, maximum = 9_007_199_254_740_991_u64),
     ),
     responses(
         (status = 200, description = "Event stream", content_type = "text/event-stream", body = String),
