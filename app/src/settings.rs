@@ -200,6 +200,12 @@ pub struct Settings {
     pub api_audit_retention_days: u32,
     pub api_import_root: Option<PathBuf>,
     pub api_trusted_proxy_cidrs: Vec<IpNet>,
+    /// A connection must deliver a complete request head within this long of opening or of
+    /// its previous response (slow-header clients cannot hold connections).
+    pub api_header_read_timeout_seconds: u64,
+    /// A connection with no bytes either way for this long is closed once its response (if
+    /// any) is sent.
+    pub api_keep_alive_timeout_seconds: u64,
 
     pub log_format: LogFormat,
     pub log_level: String,
@@ -518,6 +524,16 @@ impl Settings {
             api_audit_retention_days: r.parse("SHELF_API_AUDIT_RETENTION_DAYS", 90, count),
             api_import_root: r.optional("SHELF_API_IMPORT_ROOT").map(PathBuf::from),
             api_trusted_proxy_cidrs,
+            api_header_read_timeout_seconds: r.parse(
+                "SHELF_API_HEADER_READ_TIMEOUT_SECONDS",
+                10,
+                count,
+            ),
+            api_keep_alive_timeout_seconds: r.parse(
+                "SHELF_API_KEEP_ALIVE_TIMEOUT_SECONDS",
+                75,
+                count,
+            ),
             log_format,
             log_level_set: vars
                 .get("SHELF_LOG_LEVEL")
@@ -554,6 +570,14 @@ impl Settings {
         {
             problems.push(
                 "SHELF_CHUNK_TARGET_CHARS must be at least 100 and above SHELF_CHUNK_OVERLAP_CHARS"
+                    .into(),
+            );
+        }
+        if settings.api_header_read_timeout_seconds == 0
+            || settings.api_keep_alive_timeout_seconds == 0
+        {
+            problems.push(
+                "SHELF_API_HEADER_READ_TIMEOUT_SECONDS and SHELF_API_KEEP_ALIVE_TIMEOUT_SECONDS must be at least 1"
                     .into(),
             );
         }
@@ -666,6 +690,8 @@ impl Settings {
                 "audit_retention_days": self.api_audit_retention_days,
                 "import_root": self.api_import_root,
                 "trusted_proxy_cidrs": self.api_trusted_proxy_cidrs.iter().map(|n| format!("{}/{}", n.addr, n.prefix)).collect::<Vec<_>>(),
+                "header_read_timeout_seconds": self.api_header_read_timeout_seconds,
+                "keep_alive_timeout_seconds": self.api_keep_alive_timeout_seconds,
             },
             "logging": {
                 "format": self.log_format,

@@ -136,6 +136,10 @@ impl UploadSink {
     /// Ends the upload: flushes the staged file to disk and ingests it (content-addressed; a
     /// duplicate returns the existing document and keeps nothing).
     pub async fn finish(mut self) -> Result<Ingested, UploadError> {
+        // Refused before anything is staged; the store checks it again for its other callers.
+        if self.size == 0 {
+            return Err(DocumentsError::EmptyFile.into());
+        }
         if self.writing.is_none() {
             check_content(self.format, &self.head)?;
             self.start_writing().await?;

@@ -25,6 +25,10 @@ pub enum DocumentsError {
     /// A text-family file whose first bytes contain NUL bytes (and no UTF-16 byte-order mark).
     #[error("Unsupported file type: binary content in a text file")]
     BinaryContent,
+    /// A file of 0 bytes: there is nothing to extract, so it would only ever be an empty
+    /// document. Checked by every ingest path (uploads, imports, and batches built on them).
+    #[error("The file is empty (0 bytes)")]
+    EmptyFile,
     /// A path that is refused: symlinked boundary, not a regular file, outside its root.
     #[error("Invalid path: {detail}")]
     InvalidPath { detail: String },
@@ -91,6 +95,7 @@ impl DocumentsError {
                 "unsupported_file_type"
             }
             DocumentsError::ArchiveNotSupported { .. } => "archive_not_supported",
+            DocumentsError::EmptyFile => "empty_file",
             DocumentsError::InvalidPath { .. } => "invalid_import_path",
             DocumentsError::SourceChanged { .. } => "source_changed",
             DocumentsError::SearchQueryTooLarge { .. } => "search_query_too_large",
@@ -153,6 +158,8 @@ mod tests {
             "not_found"
         );
         assert!(DocumentsError::InvalidSearchQuery.is_user_error());
+        assert_eq!(DocumentsError::EmptyFile.code(), "empty_file");
+        assert!(DocumentsError::EmptyFile.is_user_error());
         let io = DocumentsError::Io(std::io::Error::other("disk"));
         assert_eq!(io.kind(), ErrorKind::Internal);
         assert_eq!(io.code(), "server_error");

@@ -105,6 +105,9 @@ impl DocumentStore {
                 meta.len()
             )));
         }
+        if byte_size == 0 {
+            return Err(DocumentsError::EmptyFile);
+        }
         if !is_sha256_hex(sha256_hex) {
             return Err(DocumentsError::corrupt(
                 "upload digest is not a SHA-256 hex",
@@ -218,6 +221,10 @@ impl DocumentStore {
             .await
             .map_err(|err| DocumentsError::corrupt(format!("hash task failed: {err}")))??
         };
+        // Checked on the bytes hashed, not the metadata read earlier: the file may have changed.
+        if digest.byte_size == 0 {
+            return Err(DocumentsError::EmptyFile);
+        }
         check_content(format, &digest.head)?;
         check_container_blocking(format, &canonical).await?;
 

@@ -28,6 +28,7 @@ pub enum ErrorCode {
     ImportManifestTooLarge,
     UnsupportedFileType,
     ArchiveNotSupported,
+    EmptyFile,
     InvalidImportPath,
     InvalidManifestPath,
     InvalidOutputDir,
@@ -53,7 +54,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the docs test and the OpenAPI description.
-    pub const ALL: [ErrorCode; 32] = [
+    pub const ALL: [ErrorCode; 33] = [
         ErrorCode::InvalidApiKey,
         ErrorCode::InsufficientScope,
         ErrorCode::NotFound,
@@ -65,6 +66,7 @@ impl ErrorCode {
         ErrorCode::ImportManifestTooLarge,
         ErrorCode::UnsupportedFileType,
         ErrorCode::ArchiveNotSupported,
+        ErrorCode::EmptyFile,
         ErrorCode::InvalidImportPath,
         ErrorCode::InvalidManifestPath,
         ErrorCode::InvalidOutputDir,
@@ -105,6 +107,7 @@ impl ErrorCode {
             }
             ErrorCode::UnsupportedFileType => ("unsupported_file_type", S::BAD_REQUEST),
             ErrorCode::ArchiveNotSupported => ("archive_not_supported", S::BAD_REQUEST),
+            ErrorCode::EmptyFile => ("empty_file", S::BAD_REQUEST),
             ErrorCode::InvalidImportPath => ("invalid_import_path", S::BAD_REQUEST),
             ErrorCode::InvalidManifestPath => ("invalid_manifest_path", S::BAD_REQUEST),
             ErrorCode::InvalidOutputDir => ("invalid_output_dir", S::BAD_REQUEST),
@@ -168,11 +171,21 @@ impl ErrorCode {
     }
 }
 
+/// One step of a validation issue's `loc`: a field name or a list index. Only the schema
+/// uses it; `loc` itself is built from JSON values.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum LocSegment {
+    Name(String),
+    Index(u64),
+}
+
 /// One problem in a request, in the shape FastAPI clients know.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ValidationIssue {
     /// Where: `["body", "document_id"]`, `["query", "limit"]`, `["header", "last-event-id"]`.
-    #[schema(value_type = Vec<Object>)]
+    #[schema(value_type = Vec<LocSegment>)]
     pub loc: Vec<Value>,
     pub msg: String,
     /// `missing`, `json_invalid`, `type_error`, `value_error`, `less_than_equal`, ...
@@ -301,6 +314,7 @@ impl From<DocumentsError> for ApiError {
                 ErrorCode::UnsupportedFileType
             }
             DocumentsError::ArchiveNotSupported { .. } => ErrorCode::ArchiveNotSupported,
+            DocumentsError::EmptyFile => ErrorCode::EmptyFile,
             DocumentsError::InvalidPath { .. } => ErrorCode::InvalidImportPath,
             DocumentsError::SourceChanged { .. } => ErrorCode::SourceChanged,
             DocumentsError::SearchQueryTooLarge { .. } => ErrorCode::SearchQueryTooLarge,
@@ -407,6 +421,7 @@ mod tests {
             AppError::Internal("x".into()),
             AppError::Documents(DocumentsError::InvalidSearchWindow),
             AppError::Documents(DocumentsError::BinaryContent),
+            AppError::Documents(DocumentsError::EmptyFile),
             AppError::Documents(DocumentsError::InvalidSearchQuery),
             AppError::Documents(DocumentsError::NoContent { id: "d".into() }),
             AppError::Documents(DocumentsError::InvalidPath { detail: "x".into() }),

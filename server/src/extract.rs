@@ -139,7 +139,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     }
 }
 
-/// An optional JSON body: an empty body is `None`.
+/// An optional JSON body: an empty body and `null` are `None`.
 pub struct OptionalJson<T>(pub Option<T>);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
@@ -150,7 +150,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(None));
         }
-        parse_json(&bytes).map(|v| OptionalJson(Some(v)))
+        // The schema declares these bodies optional, which clients (and generators) express
+        // as `null` as often as by sending nothing.
+        parse_json::<Option<T>>(&bytes).map(OptionalJson)
     }
 }
 
@@ -200,6 +202,23 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
             .map(|p| ApiPath(p.0))
             .map_err(|e| ApiError::invalid(&["path"], e.body_text(), "value_error"))
     }
+}
+
+/// The largest offset (and content `limit`) accepted: JavaScript's largest safe integer, so
+/// every client can represent it, and below SQLite's `i64`.
+pub const MAX_OFFSET: u64 = 9_007_199_254_740_991;
+
+/// An offset within `0..=MAX_OFFSET` (default 0), as the schema declares.
+pub fn page_offset(loc: &[&str], value: Option<u64>) -> Result<u64, ApiError> {
+    let offset = value.unwrap_or(0);
+    if offset > MAX_OFFSET {
+        return Err(ApiError::invalid(
+            loc,
+            format!("Input should be less than or equal to {MAX_OFFSET}"),
+            "less_than_equal",
+        ));
+    }
+    Ok(offset)
 }
 
 /// A page of a listing: `limit` within `1..=max` (default `default`), `offset` from 0.
@@ -264,5 +283,8 @@ mod tests {
         assert_eq!(page_limit("limit", None, 500, 1000).ok(), Some(500));
         assert!(page_limit("limit", Some(1001), 500, 1000).is_err());
         assert!(page_limit("limit", Some(0), 500, 1000).is_err());
+        assert_eq!(page_offset(&["query", "offset"], None).ok(), Some(0));
+        assert!(page_offset(&["query", "offset"], Some(MAX_OFFSET)).is_ok());
+        assert!(page_offset(&["query", "offset"], Some(MAX_OFFSET + 1)).is_err());
     }
 }

@@ -326,33 +326,146 @@ pub struct Classifications {
     pub classifications: BTreeMap<String, String>,
 }
 
-/// The body of the search endpoints.
+/// The body of the search endpoints. `query` is required; every other field is optional.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
-#[serde(default)]
 pub struct SearchIn {
-    /// The text to search (at most 4,096 characters).
+    /// The text to search: 1 to 4,096 characters, at least one letter or digit (text with
+    /// nothing searchable is `invalid_search_query`).
+    #[schema(min_length = 1, max_length = 4096, pattern = r"[^\W_]")]
     pub query: String,
     /// Default 20, at most 500.
+    #[schema(minimum = 1, maximum = 500)]
+    #[serde(default, deserialize_with = "integral")]
     pub limit: Option<u64>,
+    #[schema(minimum = 0, maximum = 9_007_199_254_740_991_u64)]
+    #[serde(default, deserialize_with = "integral")]
     pub offset: Option<u64>,
     /// Exact Dewey code.
     pub classification_code: Option<String>,
     /// Code prefix: `636` matches `636` and `636.1`.
     pub classification_prefix: Option<String>,
     /// `ingested`, `processing`, `ready` or `failed`.
+    #[schema(value_type = Option<DocumentStatusIn>)]
     pub document_status: Option<String>,
     pub filename_contains: Option<String>,
-    /// ISO-8601, inclusive.
+    /// RFC 3339, inclusive.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub created_after: Option<String>,
-    /// ISO-8601, inclusive.
+    /// RFC 3339, inclusive.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub created_before: Option<String>,
     /// Treat the whole query as one phrase.
+    #[serde(default)]
     pub phrase: bool,
     /// `cleaned` (default) or `raw`.
+    #[schema(value_type = Option<SearchScopeIn>)]
     pub scope: Option<String>,
     /// `auto` (default), `all` or `any`.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<MatchModeIn>)]
     pub match_mode: Option<MatchMode>,
+}
+
+/// An optional non-negative integer that JSON may write as `5` or `5.0` (JSON Schema counts
+/// both as integers, so generated clients send either).
+fn integral<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(de)? else {
+        return Ok(None);
+    };
+    if let Some(v) = n.as_u64() {
+        return Ok(Some(v));
+    }
+    match n.as_f64() {
+        Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= 9_007_199_254_740_991.0 => {
+            Ok(Some(f as u64))
+        }
+        _ => Err(serde::de::Error::custom(format!(
+            "invalid value: {n}, expected a non-negative integer"
+        ))),
+    }
+}
+
+/// The document statuses a search can filter on (schema only; the domain parses them).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum DocumentStatusIn {
+    Ingested,
+    Processing,
+    Ready,
+    Failed,
+}
+
+/// The searchable texts (schema only).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum SearchScopeIn {
+    Cleaned,
+    Raw,
+}
+
+/// How query terms combine (schema only; [`MatchMode`] is the domain's type).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum MatchModeIn {
+    Auto,
+    All,
+    Any,
+}
+
+impl SearchIn {
+    /// The HTTP API takes exactly the values its schema declares: the domain is lenient
+    /// (trims, reads an empty string as "no filter") for the CLI, the API is not, so that a
+    /// generated client and the server agree.
+    pub fn check_declared(&self) -> Result<(), crate::error::ApiError> {
+        use crate::error::{ApiError, ErrorCode};
+        if let Some(limit) = self.limit
+            && !(1..=500).contains(&limit)
+        {
+            return Err(ApiError::invalid(
+                &["body", "limit"],
+                "Input should be between 1 and 500",
+                "value_error",
+            ));
+        }
+        crate::extract::page_offset(&["body", "offset"], self.offset)?;
+        if let Some(status) = &self.document_status
+            && !["ingested", "processing", "ready", "failed"].contains(&status.as_str())
+        {
+            return Err(ApiError::new(
+                ErrorCode::InvalidDocumentStatus,
+                format!(
+                    "Unknown document status: {} (expected ingested, processing, ready or failed)",
+                    status.chars().take(64).collect::<String>()
+                ),
+            ));
+        }
+        if let Some(scope) = &self.scope
+            && !["cleaned", "raw"].contains(&scope.as_str())
+        {
+            return Err(ApiError::new(
+                ErrorCode::InvalidSearchScope,
+                format!(
+                    "Unknown search scope: {} (expected cleaned or raw)",
+                    scope.chars().take(64).collect::<String>()
+                ),
+            ));
+        }
+        for (field, value) in [
+            ("created_after", &self.created_after),
+            ("created_before", &self.created_before),
+        ] {
+            if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+                return Err(ApiError::invalid(
+                    &["body", field],
+                    "Input should be an RFC 3339 date-time",
+                    "value_error",
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl From<SearchIn> for SearchBody {
@@ -380,7 +493,8 @@ pub struct FacetsIn {
     #[serde(flatten)]
     pub search: SearchIn,
     /// Buckets per facet: default 50, at most 500.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral")]
+    #[schema(minimum = 1, maximum = 500)]
     pub facet_limit: Option<u64>,
 }
 

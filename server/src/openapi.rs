@@ -11,7 +11,7 @@ use utoipa::openapi::security::{
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use crate::error::{ErrorBody, ErrorDetail, ValidationIssue};
+use crate::error::{ErrorBody, ErrorDetail, LocSegment, ValidationIssue};
 use crate::model::*;
 use crate::policy::{Access, required_access};
 use crate::routes::{documents, events, runs, search, service};
@@ -37,12 +37,12 @@ pub const BEARER_SCHEME: &str = "bearer";
         service::config, service::openapi,
     ),
     components(schemas(
-        ErrorBody, ErrorDetail, ValidationIssue,
+        ErrorBody, ErrorDetail, ValidationIssue, LocSegment,
         DocumentOut, DocumentList, DeletedOut, ContentPageOut, UploadForm,
         RunOut, StageOut, RunList, CancelOut, CreateRun, Reprocess, RunProcessingMode,
         runs::RetryIn,
         EventRecordOut, EventLines, EventRecords,
-        SearchIn, FacetsIn, SearchIdsOut, SearchHitOut, SearchResultsOut, FacetCountOut, FacetsOut,
+        SearchIn, FacetsIn, DocumentStatusIn, SearchScopeIn, MatchModeIn, SearchIdsOut, SearchHitOut, SearchResultsOut, FacetCountOut, FacetsOut,
         Health, Ready, Version, Classifications, ConfigOut,
     )),
     modifiers(&Envelope),

@@ -3,13 +3,19 @@
 //! connections stop, in-flight requests finish, event streams end, in-process runs go back to
 //! the queue, and queued audit events are written, each within a grace period.
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use axum::serve::ListenerExt;
+use axum::extract::ConnectInfo;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use shelf_app::Shelf;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::state::{AppState, ServerOptions};
@@ -121,25 +127,43 @@ impl BoundServer {
         let BoundServer { listener, state } = self;
         let shutdown = state.shutdown.clone();
         let app = crate::router(state.clone());
-        // Small JSON answers go out at once instead of waiting on Nagle's algorithm.
-        let listener = listener.tap_io(|tcp| {
+        let timeouts = ConnectionTimeouts {
+            header_read: Duration::from_secs(state.shelf.settings.api_header_read_timeout_seconds),
+            keep_alive: Duration::from_secs(state.shelf.settings.api_keep_alive_timeout_seconds),
+        };
+        let connections = tokio_util::task::TaskTracker::new();
+        loop {
+            let (tcp, peer) = tokio::select! {
+                () = shutdown.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            // Small JSON answers go out at once instead of waiting on Nagle's algorithm.
             if let Err(e) = tcp.set_nodelay(true) {
                 tracing::debug!(error = %e, "TCP_NODELAY not set");
             }
-        });
-        let serve = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-        .into_future();
-        let grace = async {
-            shutdown.cancelled().await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        };
-        tokio::select! {
-            result = serve => result?,
-            () = grace => tracing::warn!("connections still open after the grace period; closing them"),
+            connections.spawn(serve_connection(
+                tcp,
+                peer,
+                app.clone(),
+                timeouts,
+                shutdown.clone(),
+            ));
+        }
+        drop(listener);
+        connections.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, connections.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("connections still open after the grace period; closing them");
         }
         // No request is served any more: let the audit writer finish its queue.
         state.audit.close();
@@ -152,5 +176,145 @@ impl BoundServer {
         }
         tracing::info!("api stopped");
         Ok(())
+    }
+}
+
+/// The slow-client bounds of every connection (`SHELF_API_HEADER_READ_TIMEOUT_SECONDS`,
+/// `SHELF_API_KEEP_ALIVE_TIMEOUT_SECONDS`).
+#[derive(Debug, Clone, Copy)]
+struct ConnectionTimeouts {
+    header_read: Duration,
+    keep_alive: Duration,
+}
+
+/// Serves one HTTP/1.1 connection. hyper closes a connection whose request head is not
+/// complete within `header_read` of the connection opening or going idle (its clock needs a
+/// timer, which axum::serve does not give it); the watchdog here closes, after any response in
+/// flight, a connection that moved no byte either way for `keep_alive`.
+async fn serve_connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    app: axum::Router,
+    timeouts: ConnectionTimeouts,
+    shutdown: CancellationToken,
+) {
+    let started = Instant::now();
+    let activity = Arc::new(AtomicU64::new(0));
+    let io = TokioIo::new(Tracked {
+        inner: tcp,
+        started,
+        activity: activity.clone(),
+    });
+    // What `into_make_service_with_connect_info` would add: the peer, for client_ip.
+    let service = tower::ServiceExt::map_request(
+        app,
+        move |mut request: hyper::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            request
+        },
+    );
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(timeouts.header_read);
+    let connection = builder
+        .serve_connection(io, TowerToHyperService::new(service))
+        .with_upgrades();
+    tokio::pin!(connection);
+    let mut closing = false;
+    loop {
+        let idle_for = started
+            .elapsed()
+            .saturating_sub(Duration::from_millis(activity.load(Ordering::Relaxed)));
+        let check_in = timeouts.keep_alive.saturating_sub(idle_for);
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            () = shutdown.cancelled(), if !closing => {
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            () = tokio::time::sleep(check_in), if !closing => {
+                let idle_for = started.elapsed().saturating_sub(Duration::from_millis(
+                    activity.load(Ordering::Relaxed),
+                ));
+                if idle_for >= timeouts.keep_alive {
+                    closing = true;
+                    // Lets a response in flight finish, then closes.
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+}
+
+/// A stream that records when it last moved a byte (milliseconds since `started`).
+struct Tracked {
+    inner: TcpStream,
+    started: Instant,
+    activity: Arc<AtomicU64>,
+}
+
+impl Tracked {
+    fn touch(&self) {
+        let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.activity.store(now, Ordering::Relaxed);
+    }
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.touch();
+        }
+        result
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        result
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 }

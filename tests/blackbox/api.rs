@@ -690,3 +690,243 @@ async fn sigterm_leaves_in_process_runs_resumable() {
     );
     assert_eq!(done["status"], "succeeded");
 }
+
+/// The upload rules users expect: an empty file is refused (`empty_file`), two `file` parts
+/// are refused naming the field (the first is not kept), and `shelf import` of an empty file
+/// fails with the same code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_files_and_second_file_parts_are_refused() {
+    let env = migrated(Env::new());
+    let api = Api::start(&env);
+    let client = client();
+    let (status, body) = upload(&client, &api, "empty.txt", Vec::new()).await;
+    assert_error(status, &body, 400, "empty_file");
+
+    let form = reqwest::multipart::Form::new()
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(b"first file\n".to_vec()).file_name("a.txt"),
+        )
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(b"second file\n".to_vec()).file_name("b.txt"),
+        );
+    let reply = client
+        .post(api.url("/documents"))
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload");
+    let status = reply.status();
+    let body: Value = reply.json().await.expect("json");
+    assert_error(status, &body, 422, "validation_error");
+    assert_eq!(body["detail"][0]["loc"], json!(["body", "file"]), "{body}");
+
+    let list = get_json(&client, &api, "/documents").await;
+    assert_eq!(list["total"], 0, "refused uploads leave no row");
+    assert_eq!(
+        count_files(&env.path().join("data/uploads")),
+        0,
+        "refused uploads leave no file"
+    );
+
+    let empty = env.write("import/empty.md", "");
+    let out = env.run(&["import", "--json", empty.to_str().expect("utf-8 path")]);
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("empty_file"), "{text}");
+}
+
+/// A client that sends half a request line and stalls is disconnected once the header read
+/// timeout passes; an idle keep-alive connection is closed too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_and_idle_connections_are_cut() {
+    use std::io::Write;
+    let env = migrated(
+        Env::new()
+            .with("SHELF_API_HEADER_READ_TIMEOUT_SECONDS", "1")
+            .with("SHELF_API_KEEP_ALIVE_TIMEOUT_SECONDS", "1"),
+    );
+    let api = Api::start(&env);
+    let addr = api.base.trim_start_matches("http://").to_string();
+    let closed_within = |mut socket: std::net::TcpStream| -> Duration {
+        socket
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let started = Instant::now();
+        let mut buf = [0u8; 4096];
+        // Reads until EOF (or a reset): a served connection would block for the full 10 s.
+        while let Ok(n) = socket.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+        }
+        started.elapsed()
+    };
+
+    let mut slow = std::net::TcpStream::connect(&addr).expect("connect");
+    slow.write_all(b"GET /hea").expect("write");
+    let waited = closed_within(slow);
+    assert!(
+        waited < Duration::from_secs(5),
+        "slow headers held {waited:?}"
+    );
+
+    // A complete request is answered, then the idle connection is closed.
+    let mut idle = std::net::TcpStream::connect(&addr).expect("connect");
+    idle.write_all(format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .expect("write");
+    let waited = closed_within(idle);
+    assert!(
+        waited < Duration::from_secs(5),
+        "idle connection held {waited:?}"
+    );
+
+    // The server still serves.
+    let health = get_json(&client(), &api, "/health").await;
+    assert_eq!(health["status"], "healthy");
+}
+
+/// The boundaries `/openapi.json` declares, checked against the server: values at a bound are
+/// accepted, values past it are refused with a declared status; `null` bodies are accepted
+/// where a body is optional; every status answered is one the operation declares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schema_declares_what_the_server_enforces() {
+    let env = migrated(Env::new());
+    let api = Api::start(&env);
+    let client = client();
+    let schema = get_json(&client, &api, "/openapi.json").await;
+    let (status, doc) = upload(&client, &api, "contract.txt", b"contract words\n".to_vec()).await;
+    assert_eq!(status, 201, "{doc}");
+    let doc_id = doc["id"].as_str().expect("id").to_string();
+
+    let declared = |path: &str, method: &str, status: u16| -> bool {
+        schema["paths"][path][method]["responses"]
+            .get(status.to_string())
+            .is_some()
+    };
+    let param_bounds = |path: &str, method: &str, name: &str| -> (u64, u64) {
+        let params = schema["paths"][path][method]["parameters"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let param = params
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{method} {path} declares no {name}"));
+        let s = &param["schema"];
+        let min = s["minimum"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{path} {name}: no minimum"));
+        let max = s["maximum"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{path} {name}: no maximum"));
+        (min, max)
+    };
+
+    // Paging: every declared bound is the server's.
+    for path in ["/documents", "/runs"] {
+        let (min, max) = param_bounds(path, "get", "limit");
+        assert_eq!((min, max), (1, 1000), "{path}");
+        for (limit, ok) in [(min - 1, false), (min, true), (max, true), (max + 1, false)] {
+            let reply = client
+                .get(api.url(&format!("{path}?limit={limit}")))
+                .send()
+                .await
+                .expect("get");
+            let status = reply.status().as_u16();
+            assert_eq!(status == 200, ok, "{path}?limit={limit}: {status}");
+            assert!(declared(path, "get", status), "{path}: {status} undeclared");
+        }
+        let (_, max) = param_bounds(path, "get", "offset");
+        for (offset, ok) in [(max, true), (max + 1, false)] {
+            let reply = client
+                .get(api.url(&format!("{path}?offset={offset}")))
+                .send()
+                .await
+                .expect("get");
+            assert_eq!(reply.status() == 200, ok, "{path}?offset={offset}");
+        }
+    }
+
+    // Search: an empty or unsearchable query is outside the declared pattern and refused.
+    let query = &schema["components"]["schemas"]["SearchIn"]["properties"]["query"];
+    assert_eq!(query["minLength"], 1, "{query}");
+    assert!(query["pattern"].is_string(), "{query}");
+    for path in ["/search", "/search/results", "/search/facets"] {
+        for (body, expected) in [
+            (json!({"query": ""}), 400),
+            (json!({"query": "!!"}), 400),
+            (json!({"query": "contract"}), 200),
+            (json!({"query": "contract", "limit": 500}), 200),
+            (json!({"query": "contract", "limit": 501}), 422),
+            (json!({"query": "contract", "limit": 0}), 422),
+            (json!({"query": "contract", "scope": ""}), 400),
+        ] {
+            let reply = client
+                .post(api.url(path))
+                .json(&body)
+                .send()
+                .await
+                .expect("search");
+            let status = reply.status().as_u16();
+            assert_eq!(status, expected, "{path} {body}");
+            assert!(
+                declared(path, "post", status),
+                "{path}: {status} undeclared"
+            );
+        }
+    }
+
+    // Optional bodies: nothing, `{}` and `null` are the same request.
+    for body in ["", "{}", "null"] {
+        let reply = client
+            .post(api.url(&format!("/documents/{doc_id}/reprocess")))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("reprocess");
+        assert_eq!(reply.status(), 201, "reprocess with {body:?}");
+    }
+    let runs = get_json(&client, &api, "/runs").await;
+    let run_id = runs["runs"][0]["id"].as_str().expect("run").to_string();
+    let reply = client
+        .post(api.url(&format!("/runs/{run_id}/retry")))
+        .header("content-type", "application/json")
+        .body("null")
+        .send()
+        .await
+        .expect("retry");
+    // The run is queued, not failed: `null` was read as no body, then the rule applied.
+    assert_eq!(reply.status(), 400);
+    let body: Value = reply.json().await.expect("json");
+    assert_eq!(body["code"], "run_not_failed", "{body}");
+
+    // Last-Event-ID: digits only.
+    let stream = format!("/runs/{run_id}/events/stream");
+    for (value, expected) in [
+        ("abc", 422),
+        ("-1", 422),
+        ("+1", 422),
+        ("99999999999999999999", 422),
+    ] {
+        let reply = client
+            .get(api.url(&stream))
+            .header("last-event-id", value)
+            .send()
+            .await
+            .expect("stream");
+        assert_eq!(reply.status().as_u16(), expected, "Last-Event-ID {value}");
+    }
+
+    // A validation error body validates against the declared ErrorDetail: loc items are
+    // strings or integers.
+    let loc_items =
+        &schema["components"]["schemas"]["ValidationIssue"]["properties"]["loc"]["items"];
+    assert_eq!(loc_items["$ref"], "#/components/schemas/LocSegment");
+    let loc_items = &schema["components"]["schemas"]["LocSegment"];
+    assert!(loc_items.to_string().contains("integer"), "{loc_items}");
+    assert!(loc_items.to_string().contains("string"), "{loc_items}");
+}

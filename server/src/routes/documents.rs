@@ -8,7 +8,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
-use crate::extract::{ApiPath, ApiQuery, OptionalJson, page_limit, request_too_large};
+use crate::extract::{ApiPath, ApiQuery, OptionalJson, page_limit, page_offset, request_too_large};
 use crate::model::{
     ContentPageOut, DeletedOut, DocumentList, DocumentOut, Reprocess, RunOut, UploadForm,
 };
@@ -43,7 +43,8 @@ async fn skip(mut field: Field<'_>) -> Result<(), ApiError> {
     responses(
         (status = 201, description = "Stored", body = DocumentOut),
         (status = 200, description = "Already stored (`duplicate: true`)", body = DocumentOut),
-        (status = 400, description = "`unsupported_file_type`, `archive_not_supported`, `ingest_failed`, `invalid_import_path`", body = ErrorBody),
+        (status = 400, description = "`unsupported_file_type` (an extension Shelf does not read, none, or binary bytes in a text file), `archive_not_supported`, `empty_file` (0 bytes), `invalid_import_path`, `ingest_failed`, `bad_request` (malformed multipart)", body = ErrorBody),
+        (status = 422, description = "`validation_error`: no `file` part, two `file` parts, or not a multipart body", body = ErrorBody),
         (status = 413, description = "`upload_too_large` or `request_too_large`", body = ErrorBody),
     )
 )]
@@ -58,16 +59,30 @@ pub async fn upload(
             "value_error",
         )
     })?;
+    let mut sink = None;
     while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
         if field.name() != Some(FILE_PART) {
             skip(field).await?;
             continue;
         }
-        let filename = field.file_name().unwrap_or_default().to_string();
-        let mut sink = state.shelf.begin_upload(&filename)?;
-        while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-            sink.push(&chunk).await?;
+        if sink.is_some() {
+            // Dropping the first sink removes its staged bytes: nothing is kept.
+            return Err(ApiError::invalid(
+                &["body", FILE_PART],
+                "Expected exactly one `file` part; send one file per request",
+                "value_error",
+            ));
         }
+        let filename = field.file_name().unwrap_or_default().to_string();
+        let mut upload = state.shelf.begin_upload(&filename)?;
+        while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+            upload.push(&chunk).await?;
+        }
+        sink = Some(upload);
+    }
+    // The whole body is read before anything is stored, so a second `file` part is refused
+    // instead of silently ignored.
+    if let Some(sink) = sink {
         let ingested = sink.finish().await?;
         tracing::info!(
             document_id = %ingested.document.id,
@@ -95,8 +110,10 @@ pub async fn upload(
 #[into_params(parameter_in = Query)]
 pub struct PageQuery {
     /// Default 100, at most 1000.
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u64>,
     /// Default 0.
+    #[param(minimum = 0, maximum = 9_007_199_254_740_991_u64)]
     pub offset: Option<u64>,
 }
 
@@ -112,7 +129,7 @@ pub async fn list(
     ApiQuery(q): ApiQuery<PageQuery>,
 ) -> Result<Json<DocumentList>, ApiError> {
     let limit = page_limit("limit", q.limit, 100, 1000)?;
-    let offset = q.offset.unwrap_or(0);
+    let offset = page_offset(&["query", "offset"], q.offset)?;
     let (documents, total) = state.shelf.list_documents(limit, offset).await?;
     Ok(Json(DocumentList {
         documents: documents.into_iter().map(DocumentOut::from).collect(),
@@ -194,8 +211,11 @@ pub async fn reprocess(
 #[into_params(parameter_in = Query)]
 pub struct ContentQuery {
     /// Characters to skip (default 0).
+    #[param(minimum = 0, maximum = 9_007_199_254_740_991_u64)]
     pub offset: Option<u64>,
-    /// Characters to return: default and maximum `SHELF_API_MAX_CONTENT_CHARS`.
+    /// Characters to return: default and maximum `SHELF_API_MAX_CONTENT_CHARS` (larger values
+    /// are cut to it).
+    #[param(minimum = 1, maximum = 9_007_199_254_740_991_u64)]
     pub limit: Option<u64>,
 }
 
@@ -220,9 +240,8 @@ pub async fn content(
             "greater_than_equal",
         ));
     }
-    let page = state
-        .shelf
-        .content(&id, q.offset.unwrap_or(0), q.limit)
-        .await?;
+    let offset = page_offset(&["query", "offset"], q.offset)?;
+    page_offset(&["query", "limit"], q.limit)?;
+    let page = state.shelf.content(&id, offset, q.limit).await?;
     Ok(Json(page.into()))
 }

@@ -19,7 +19,7 @@ use shelf_app::engine::EventRecord;
 use utoipa::IntoParams;
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{ApiPath, ApiQuery, page_limit};
+use crate::extract::{ApiPath, ApiQuery, MAX_OFFSET, page_limit, page_offset};
 use crate::model::{EventLines, EventRecordOut, EventRecords, event_line};
 use crate::state::AppState;
 
@@ -30,8 +30,10 @@ const STREAM_PAGE: u64 = 500;
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Default 500, at most 1000.
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u64>,
     /// Events to skip: the page starts at sequence `offset + 1`.
+    #[param(minimum = 0, maximum = 9_007_199_254_740_991_u64)]
     pub offset: Option<u64>,
 }
 
@@ -41,7 +43,7 @@ async fn page(
     q: EventsQuery,
 ) -> Result<(Vec<EventRecord>, u64, u64, String), ApiError> {
     let limit = page_limit("limit", q.limit, 500, 1000)?;
-    let offset = q.offset.unwrap_or(0);
+    let offset = page_offset(&["query", "offset"], q.offset)?;
     let events = state.shelf.events(id, offset, limit).await?;
     let status = state.shelf.run(id).await?.status.as_str().to_string();
     Ok((events, limit, offset, status))
@@ -95,7 +97,7 @@ pub async fn records(
     get, path = "/runs/{id}/events/stream", operation_id = "stream_run_events", tag = "events",
     params(
         ("id" = String, Path, description = "Run id"),
-        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this sequence"),
+        ("Last-Event-ID" = Option<u64>, Header, nullable = false, description = "Resume after this sequence (digits only)", minimum = 0, maximum = 9_007_199_254_740_991_u64),
     ),
     responses(
         (status = 200, description = "Event stream", content_type = "text/event-stream", body = String),
@@ -118,7 +120,7 @@ pub async fn stream_lines(
     get, path = "/runs/{id}/events/records/stream", operation_id = "stream_run_event_records", tag = "events",
     params(
         ("id" = String, Path, description = "Run id"),
-        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this sequence"),
+        ("Last-Event-ID" = Option<u64>, Header, nullable = false, description = "Resume after this sequence (digits only)", minimum = 0, maximum = 9_007_199_254_740_991_u64),
     ),
     responses(
         (status = 200, description = "Event stream", content_type = "text/event-stream", body = String),
@@ -143,12 +145,14 @@ fn last_event_id(headers: &HeaderMap) -> Result<i64, ApiError> {
     let Some(value) = headers.get("last-event-id") else {
         return Ok(0);
     };
+    // Exactly what the schema declares: digits, at most MAX_OFFSET (no sign, no spaces).
     value
         .to_str()
         .ok()
-        .map(str::trim)
-        .and_then(|v| v.parse::<i64>().ok())
-        .filter(|v| *v >= 0)
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|v| *v <= MAX_OFFSET)
+        .and_then(|v| i64::try_from(v).ok())
         .ok_or_else(|| {
             ApiError::invalid(
                 &["header", "last-event-id"],

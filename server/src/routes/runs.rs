@@ -10,7 +10,7 @@ use shelf_app::engine::store::CancelOutcome;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson, page_limit};
+use crate::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson, page_limit, page_offset};
 use crate::model::{CancelOut, CreateRun, RunList, RunOut, RunProcessingMode};
 use crate::state::AppState;
 
@@ -81,8 +81,10 @@ pub async fn create(
 #[into_params(parameter_in = Query)]
 pub struct RunsQuery {
     /// Default 100, at most 1000.
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u64>,
     /// Default 0.
+    #[param(minimum = 0, maximum = 9_007_199_254_740_991_u64)]
     pub offset: Option<u64>,
     /// Only the runs of this document.
     pub document_id: Option<String>,
@@ -100,7 +102,7 @@ pub async fn list(
     ApiQuery(q): ApiQuery<RunsQuery>,
 ) -> Result<Json<RunList>, ApiError> {
     let limit = page_limit("limit", q.limit, 100, 1000)?;
-    let offset = q.offset.unwrap_or(0);
+    let offset = page_offset(&["query", "offset"], q.offset)?;
     let document = q.document_id.as_deref().filter(|d| !d.is_empty());
     let (runs, total) = state.shelf.list_runs(document, limit, offset).await?;
     Ok(Json(RunList {

@@ -12,6 +12,7 @@ use crate::model::{FacetsIn, FacetsOut, SearchIdsOut, SearchIn, SearchResultsOut
 use crate::state::AppState;
 
 fn request(body: SearchIn) -> Result<SearchRequest, ApiError> {
+    body.check_declared()?;
     Ok(SearchBody::from(body).into_request()?)
 }
 
@@ -38,7 +39,10 @@ pub async fn ids(
 /// Results with snippets (`<mark>` highlights over escaped text) and scores.
 #[utoipa::path(
     post, path = "/search/results", operation_id = "search_results", tag = "search", request_body = SearchIn,
-    responses((status = 200, body = SearchResultsOut), (status = 400, body = ErrorBody))
+    responses(
+        (status = 200, body = SearchResultsOut),
+        (status = 400, description = "`invalid_search_window`, `search_query_too_large`, `invalid_search_query`, `invalid_search_scope`, `invalid_document_status`", body = ErrorBody),
+    )
 )]
 pub async fn results(
     State(state): State<AppState>,
@@ -53,7 +57,10 @@ pub async fn results(
 /// Counts by classification, document status, source and filename under the same filters.
 #[utoipa::path(
     post, path = "/search/facets", operation_id = "search_facets", tag = "search", request_body = FacetsIn,
-    responses((status = 200, body = FacetsOut), (status = 400, body = ErrorBody))
+    responses(
+        (status = 200, body = FacetsOut),
+        (status = 400, description = "`invalid_search_window`, `search_query_too_large`, `invalid_search_query`, `invalid_search_scope`, `invalid_document_status`", body = ErrorBody),
+    )
 )]
 pub async fn facets(
     State(state): State<AppState>,
