@@ -486,7 +486,7 @@ impl Engine {
                                 let message = format!("attempt {attempt} of {} failed ({}): {}", stage.retry.attempts, e.code, e.message);
                                 self.mark_stage(guard, run, &name, StageStatus::Failed, Some(&e), duration_ms, "stage_failed", message).await?;
                                 status.insert(name.clone(), StageStatus::Failed);
-                                failure.get_or_insert_with(|| format!("stage {name} failed: {}", e.message));
+                                failure.get_or_insert_with(|| format!("stage {name} failed ({}): {}", e.code, e.message));
                                 // Fail fast: siblings still running stop now.
                                 for child in children.values() {
                                     child.cancel();

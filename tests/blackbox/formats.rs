@@ -101,7 +101,10 @@ async fn documents_of_every_kind_are_processed_and_found() {
     let run = run_to_the_end(&client, &api, &document_id).await;
     assert_eq!(run["status"], "failed", "{run:#}");
     let error = run["error"].as_str().unwrap_or("");
-    assert!(error.starts_with("malformed_document: "), "{run:#}");
+    assert!(
+        error.starts_with("stage extract failed (malformed_document): "),
+        "{run:#}"
+    );
     let document = get_json(&client, &api, &format!("/documents/{document_id}")).await;
     assert_eq!(document["status"], "failed", "{document:#}");
 }
