@@ -29,8 +29,8 @@ pub fn extract(
         _ => match serde_json::from_str::<Node>(text) {
             Ok(node) => vec![node],
             Err(e) if e.to_string().starts_with("trailing characters") => {
-                let records = parse_lines(text, &mut Vec::new(), control)
-                    .map_err(|_| json_error(&e))?;
+                let records =
+                    parse_lines(text, &mut Vec::new(), control).map_err(|_| json_error(&e))?;
                 warnings.push("the file holds several JSON values; read as JSON Lines".into());
                 records
             }
@@ -84,7 +84,7 @@ fn parse_lines(
     let mut bad = 0usize;
     let mut first_error = None;
     for (index, line) in text.lines().enumerate() {
-        if index % CHECK_EVERY == 0 {
+        if index.is_multiple_of(CHECK_EVERY) {
             control.check()?;
         }
         if line.trim().is_empty() {
@@ -103,7 +103,10 @@ fn parse_lines(
     if records.is_empty() {
         return Err(match first_error {
             Some((line, error)) => ExtractError {
-                detail: format!("no line of the JSON Lines file is valid JSON (line {line}: {})", error.detail),
+                detail: format!(
+                    "no line of the JSON Lines file is valid JSON (line {line}: {})",
+                    error.detail
+                ),
                 ..error
             },
             None => ExtractError::malformed("the JSON Lines file has no records"),
@@ -206,7 +209,11 @@ fn as_table(items: &[Node]) -> Option<Vec<Vec<String>>> {
         return None;
     }
     let keys = items.first()?.flat_keys()?;
-    if keys.is_empty() || items.iter().any(|item| item.flat_keys().as_ref() != Some(&keys)) {
+    if keys.is_empty()
+        || items
+            .iter()
+            .any(|item| item.flat_keys().as_ref() != Some(&keys))
+    {
         return None;
     }
     let mut rows = vec![keys.iter().map(|k| k.to_string()).collect::<Vec<_>>()];
@@ -243,7 +250,7 @@ impl Renderer<'_> {
 
     fn tick(&mut self, depth: usize) -> Result<(), ExtractError> {
         self.rendered += 1;
-        if self.rendered % CHECK_EVERY == 0 {
+        if self.rendered.is_multiple_of(CHECK_EVERY) {
             self.control.check()?;
         }
         if depth > self.limits.max_nesting_depth {
@@ -355,7 +362,10 @@ impl Renderer<'_> {
                 self.limits.max_table_rows
             ));
         }
-        if rows.first().is_some_and(|r| r.len() > self.limits.max_table_columns) {
+        if rows
+            .first()
+            .is_some_and(|r| r.len() > self.limits.max_table_columns)
+        {
             for row in rows.iter_mut() {
                 row.truncate(self.limits.max_table_columns);
             }
@@ -411,19 +421,36 @@ mod tests {
 
     #[test]
     fn top_level_table_and_scalars() {
-        let md = run(br#"[{"id":1,"v":"a"},{"id":2,"v":"b"}]"#, "json").unwrap().markdown;
+        let md = run(br#"[{"id":1,"v":"a"},{"id":2,"v":"b"}]"#, "json")
+            .unwrap()
+            .markdown;
         assert_eq!(md, "| id | v |\n|---|---|\n| 1 | a |\n| 2 | b |");
-        assert_eq!(run(br#""just text""#, "json").unwrap().markdown, "just text");
-        assert_eq!(run(b"[1, 2.5, true]", "json").unwrap().markdown, "- 1\n- 2.5\n- true");
+        assert_eq!(
+            run(br#""just text""#, "json").unwrap().markdown,
+            "just text"
+        );
+        assert_eq!(
+            run(b"[1, 2.5, true]", "json").unwrap().markdown,
+            "- 1\n- 2.5\n- true"
+        );
     }
 
     #[test]
     fn table_caps_warn() {
-        let rows: Vec<String> = (0..10).map(|i| format!(r#"{{"a":{i},"b":2,"c":3}}"#)).collect();
+        let rows: Vec<String> = (0..10)
+            .map(|i| format!(r#"{{"a":{i},"b":2,"c":3}}"#))
+            .collect();
         let json = format!("[{}]", rows.join(","));
-        let limits = Limits { max_table_rows: 3, max_table_columns: 2, ..Limits::default() };
+        let limits = Limits {
+            max_table_rows: 3,
+            max_table_columns: 2,
+            ..Limits::default()
+        };
         let e = run_with(json.as_bytes(), "json", &limits).unwrap();
-        assert_eq!(e.markdown, "| a | b |\n|---|---|\n| 0 | 2 |\n| 1 | 2 |\n| 2 | 2 |");
+        assert_eq!(
+            e.markdown,
+            "| a | b |\n|---|---|\n| 0 | 2 |\n| 1 | 2 |\n| 2 | 2 |"
+        );
         assert_eq!(e.warnings.len(), 2);
     }
 
@@ -447,19 +474,35 @@ mod tests {
         assert_eq!(err.code, "malformed_document");
         assert!(err.detail.contains("line 1 column"), "{}", err.detail);
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        assert_eq!(run(deep.as_bytes(), "json").unwrap_err().code, "document_too_complex");
+        assert_eq!(
+            run(deep.as_bytes(), "json").unwrap_err().code,
+            "document_too_complex"
+        );
         let deep_obj = "{\"a\":".repeat(5000) + "1" + &"}".repeat(5000);
-        assert_eq!(run(deep_obj.as_bytes(), "json").unwrap_err().code, "document_too_complex");
-        let limits = Limits { max_nesting_depth: 3, ..Limits::default() };
+        assert_eq!(
+            run(deep_obj.as_bytes(), "json").unwrap_err().code,
+            "document_too_complex"
+        );
+        let limits = Limits {
+            max_nesting_depth: 3,
+            ..Limits::default()
+        };
         let err = run_with(br#"{"a":{"b":{"c":{"d":{"e":1}}}}}"#, "json", &limits).unwrap_err();
         assert_eq!(err.code, "document_too_complex");
-        assert_eq!(run(b"\x00\x01\x02\x03binary", "json").unwrap_err().code, "unsupported_file_type");
+        assert_eq!(
+            run(b"\x00\x01\x02\x03binary", "json").unwrap_err().code,
+            "unsupported_file_type"
+        );
     }
 
     #[test]
     fn utf16_json() {
         let mut bytes = vec![0xFF, 0xFE];
-        bytes.extend("{\"naïve\": \"café\"}".encode_utf16().flat_map(|u| u.to_le_bytes()));
+        bytes.extend(
+            "{\"naïve\": \"café\"}"
+                .encode_utf16()
+                .flat_map(|u| u.to_le_bytes()),
+        );
         assert_eq!(run(&bytes, "json").unwrap().markdown, "- naïve: café");
     }
 

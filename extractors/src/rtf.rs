@@ -105,14 +105,18 @@ enum CodePage {
 impl CodePage {
     fn decode(self, bytes: &[u8]) -> String {
         match self {
-            CodePage::Encoding(encoding) => encoding.decode_without_bom_handling(bytes).0.into_owned(),
+            CodePage::Encoding(encoding) => {
+                encoding.decode_without_bom_handling(bytes).0.into_owned()
+            }
             CodePage::Table(high) => bytes
                 .iter()
                 .map(|&b| {
                     if b < 0x80 {
                         char::from(b)
                     } else {
-                        high.chars().nth(usize::from(b - 0x80)).unwrap_or('\u{fffd}')
+                        high.chars()
+                            .nth(usize::from(b - 0x80))
+                            .unwrap_or('\u{fffd}')
                     }
                 })
                 .collect(),
@@ -132,8 +136,14 @@ impl CodePage {
             10000 => "macintosh",
             20866 => "koi8-r",
             21866 => "koi8-u",
-            28591..=28606 => return Encoding::for_label(format!("iso-8859-{}", number - 28590).as_bytes()).map(CodePage::Encoding),
-            _ => return Encoding::for_label(format!("windows-{number}").as_bytes()).map(CodePage::Encoding),
+            28591..=28606 => {
+                return Encoding::for_label(format!("iso-8859-{}", number - 28590).as_bytes())
+                    .map(CodePage::Encoding);
+            }
+            _ => {
+                return Encoding::for_label(format!("windows-{number}").as_bytes())
+                    .map(CodePage::Encoding);
+            }
         };
         Encoding::for_label(label.as_bytes()).map(CodePage::Encoding)
     }
@@ -193,13 +203,18 @@ impl Parser {
         }
     }
 
-    fn run(&mut self, bytes: &[u8], limits: &Limits, control: &Control) -> Result<(), ExtractError> {
+    fn run(
+        &mut self,
+        bytes: &[u8],
+        limits: &Limits,
+        control: &Control,
+    ) -> Result<(), ExtractError> {
         let mut at = 0usize;
         let mut steps = 0usize;
         let mut opened_root = false;
         while let Some(&byte) = bytes.get(at) {
             steps += 1;
-            if steps % 4096 == 0 {
+            if steps.is_multiple_of(4096) {
                 control.check()?;
                 if self.output_full {
                     break;
@@ -363,7 +378,8 @@ impl Parser {
             "pc" => self.codepage = CodePage::Table(CP437_HIGH),
             "pca" => self.codepage = CodePage::Table(CP850_HIGH),
             "uc" => {
-                self.group.unicode_skip = usize::try_from(parameter.unwrap_or(1)).unwrap_or(0).min(16)
+                self.group.unicode_skip =
+                    usize::try_from(parameter.unwrap_or(1)).unwrap_or(0).min(16)
             }
             "u" => self.unicode(parameter.unwrap_or(0)),
             "par" | "sect" | "page" => self.end_paragraph(),
@@ -540,7 +556,6 @@ impl Parser {
             ..Extraction::default()
         }
     }
-
 }
 
 /// Control words that stand for one character.
@@ -598,10 +613,24 @@ Bin \bin5 {}\\x after\par
         let e = run(WORDPAD.as_bytes()).unwrap();
         let md = &e.markdown;
         assert!(md.starts_with("Café crème bold text."), "{md}");
-        assert!(md.contains("Second\nline\ttabbed\u{a0}nbspsoft-hard {braces} back\\slash"), "{md}");
+        assert!(
+            md.contains("Second\nline\ttabbed\u{a0}nbspsoft-hard {braces} back\\slash"),
+            "{md}"
+        );
         assert!(md.contains("link text"), "{md}");
         assert!(md.contains("Bin  after"), "{md}");
-        for hidden in ["Calibri", "Arial", "heading 1", "Riched20", "0123456789", "HYPERLINK", "secret", "header words", "nobody", "Quarterly"] {
+        for hidden in [
+            "Calibri",
+            "Arial",
+            "heading 1",
+            "Riched20",
+            "0123456789",
+            "HYPERLINK",
+            "secret",
+            "header words",
+            "nobody",
+            "Quarterly",
+        ] {
             assert!(!md.contains(hidden), "{hidden} leaked: {md}");
         }
         assert_eq!(e.metadata.title.as_deref(), Some("Quarterly report"));
@@ -616,7 +645,10 @@ Bin \bin5 {}\\x after\par
 
     #[test]
     fn dos_and_mac_code_pages() {
-        assert_eq!(run(br"{\rtf1\pc caf\'82 \'e1\par}").unwrap().markdown, "café ß");
+        assert_eq!(
+            run(br"{\rtf1\pc caf\'82 \'e1\par}").unwrap().markdown,
+            "café ß"
+        );
         assert_eq!(run(br"{\rtf1\pca \'9d\'d0\par}").unwrap().markdown, "Øð");
         assert_eq!(run(br"{\rtf1\mac caf\'8e\par}").unwrap().markdown, "café");
     }
@@ -635,7 +667,10 @@ Bin \bin5 {}\\x after\par
 \trowd\cellx1000\cellx2000\pard\intbl Apple\cell 3\cell\row
 \pard After\par}";
         let md = run(rtf).unwrap().markdown;
-        assert_eq!(md, "Before\n\n| Name | Qty |\n|---|---|\n| Apple | 3 |\n\nAfter");
+        assert_eq!(
+            md,
+            "Before\n\n| Name | Qty |\n|---|---|\n| Apple | 3 |\n\nAfter"
+        );
     }
 
     #[test]
@@ -667,7 +702,10 @@ Bin \bin5 {}\\x after\par
         assert_eq!(run(b"hello").unwrap_err().code, "malformed_document");
         assert_eq!(run(b"").unwrap_err().code, "malformed_document");
         let deep = format!("{{\\rtf1 {}x{}}}", "{".repeat(100_000), "}".repeat(100_000));
-        assert_eq!(run(deep.as_bytes()).unwrap_err().code, "document_too_complex");
+        assert_eq!(
+            run(deep.as_bytes()).unwrap_err().code,
+            "document_too_complex"
+        );
         let e = run(br"{\rtf1 unclosed {\b group\par").unwrap();
         assert_eq!(e.markdown, "unclosed group");
         assert_eq!(e.warnings.len(), 1);

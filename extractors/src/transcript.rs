@@ -144,7 +144,9 @@ struct Parsed {
 enum State {
     /// Between blocks; `pending` holds lines seen since the last blank line (an identifier,
     /// or stray text).
-    Idle { pending: Vec<(usize, String)> },
+    Idle {
+        pending: Vec<(usize, String)>,
+    },
     /// Inside the WebVTT header or a NOTE/STYLE/REGION block, or after a bad timing line.
     Skipping,
     InCue(Cue),
@@ -158,7 +160,7 @@ fn parse(text: &str, flavor: Flavor, control: &Control) -> Result<Parsed, Extrac
     let mut saw_header = false;
     let mut saw_other = false;
     for (index, raw) in text.lines().enumerate() {
-        if index % 512 == 0 {
+        if index.is_multiple_of(512) {
             control.check()?;
         }
         let number = index + 1;
@@ -276,9 +278,9 @@ fn report_stray(pending: &[(usize, String)], keep_last: usize, parsed: &mut Pars
     if let Some((number, _)) = pending.first()
         && stray > 0
     {
-        parsed.warnings.push(format!(
-            "line {number}: text without a timing line skipped"
-        ));
+        parsed
+            .warnings
+            .push(format!("line {number}: text without a timing line skipped"));
     }
 }
 
@@ -310,8 +312,7 @@ fn parse_timestamp(text: &str) -> Option<f64> {
         Some((clock, fraction)) => (clock, fraction),
         None => (text, "0"),
     };
-    if fraction.is_empty() || fraction.len() > 3 || !fraction.bytes().all(|b| b.is_ascii_digit())
-    {
+    if fraction.is_empty() || fraction.len() > 3 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let millis = fraction.parse::<f64>().ok()? / 10f64.powi(fraction.len() as i32);
@@ -535,10 +536,7 @@ mod tests {
         assert_eq!(e.segments[0].end_seconds, 2.5);
         assert_eq!(e.segments[1].index, 1);
         assert_eq!(e.segments[1].speaker.as_deref(), Some("Mary"));
-        assert_eq!(
-            e.markdown,
-            "It's blue & green\n\nNo way!\n\nSecond line"
-        );
+        assert_eq!(e.markdown, "It's blue & green\n\nNo way!\n\nSecond line");
         assert_eq!(e.metadata.language.as_deref(), Some("fr"));
         assert!(e.warnings.is_empty(), "{:?}", e.warnings);
     }
@@ -658,7 +656,11 @@ mod tests {
                 || name == "invalid.vtt";
             if damaged && name != "invalid_timeframe.srt" {
                 assert!(!e.warnings.is_empty(), "{name} should warn");
-                assert!(e.warnings.iter().any(|w| w.contains("line") || w.contains("WEBVTT")));
+                assert!(
+                    e.warnings
+                        .iter()
+                        .any(|w| w.contains("line") || w.contains("WEBVTT"))
+                );
             }
             if name.starts_with("sample") {
                 assert!(e.markdown.contains("Caption text #1"), "{name}");
@@ -673,20 +675,33 @@ mod tests {
         let e = run_corpus("transcripts/webvtt-py/netflix_chicas_del_cable.vtt")
             .unwrap()
             .unwrap();
-        assert!(e.markdown.starts_with("[Alba] En 1928,\n\nlas mujeres éramos"));
+        assert!(
+            e.markdown
+                .starts_with("[Alba] En 1928,\n\nlas mujeres éramos")
+        );
         let e = run_corpus("transcripts/webvtt-py/youtube_dl.vtt")
             .unwrap()
             .unwrap();
-        assert!(e.markdown.starts_with("yeah\n\nwhat\n\nthis will happen is I'm telling"));
-        let e = run_corpus("transcripts/webvtt-py/cue_tags.vtt").unwrap().unwrap();
+        assert!(
+            e.markdown
+                .starts_with("yeah\n\nwhat\n\nthis will happen is I'm telling")
+        );
+        let e = run_corpus("transcripts/webvtt-py/cue_tags.vtt")
+            .unwrap()
+            .unwrap();
         assert!(e.markdown.contains("Like a big-a pizza pie"));
         assert!(e.markdown.contains("That's amore"));
         let e = run_corpus("transcripts/webvtt-py/captions_with_bom.vtt")
             .unwrap()
             .unwrap();
         assert!(e.warnings.is_empty());
-        assert_eq!(e.segments.len(), 5.max(e.segments.len()).min(e.segments.len()));
-        let e = run_corpus("transcripts/webvtt-py/styles.vtt").unwrap().unwrap();
+        assert_eq!(
+            e.segments.len(),
+            5.max(e.segments.len()).min(e.segments.len())
+        );
+        let e = run_corpus("transcripts/webvtt-py/styles.vtt")
+            .unwrap()
+            .unwrap();
         assert!(!e.markdown.contains("color"));
         assert!(e.markdown.contains("Hello world"));
     }
@@ -701,7 +716,9 @@ mod tests {
         let e = run_corpus("transcripts/srt/gb2312.srt").unwrap().unwrap();
         assert!(!e.segments.is_empty());
         assert!(
-            e.markdown.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+            e.markdown
+                .chars()
+                .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
             "{}",
             e.markdown
         );

@@ -95,7 +95,7 @@ fn read(
     let mut events = 0usize;
     loop {
         events += 1;
-        if events % CHECK_EVERY == 0 {
+        if events.is_multiple_of(CHECK_EVERY) {
             control.check()?;
             if writer.full {
                 return Ok(());
@@ -136,13 +136,17 @@ fn read(
         ));
     }
     if !writer.saw_element {
-        return Err(ExtractError::malformed("invalid XML: the file has no element"));
+        return Err(ExtractError::malformed(
+            "invalid XML: the file has no element",
+        ));
     }
     Ok(())
 }
 
 fn position_error(text: &str, offset: u64, error: &quick_xml::Error) -> ExtractError {
-    let offset = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
+    let offset = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(text.len());
     let before = text.get(..offset).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
@@ -435,14 +439,36 @@ mod tests {
         assert_eq!(err.code, "malformed_document");
         assert!(err.detail.contains("line 2"), "{}", err.detail);
         assert!(!err.detail.contains("text"));
-        assert_eq!(run(b"<a><b>unclosed").unwrap_err().code, "malformed_document");
+        assert_eq!(
+            run(b"<a><b>unclosed").unwrap_err().code,
+            "malformed_document"
+        );
         assert_eq!(run(b"just text").unwrap_err().code, "malformed_document");
-        assert_eq!(run(b"<a><!-- unclosed comment").unwrap_err().code, "malformed_document");
+        assert_eq!(
+            run(b"<a><!-- unclosed comment").unwrap_err().code,
+            "malformed_document"
+        );
         let deep = format!("{}x{}", "<a>".repeat(100_000), "</a>".repeat(100_000));
-        assert_eq!(run(deep.as_bytes()).unwrap_err().code, "document_too_complex");
-        let limits = Limits { max_nesting_depth: 3, ..Limits::default() };
-        assert_eq!(run_with(b"<a><b><c><d>x</d></c></b></a>", &limits).unwrap_err().code, "document_too_complex");
-        assert_eq!(run_with(b"<a><b><c>x</c></b></a>", &limits).unwrap().markdown, "- **c**: x");
+        assert_eq!(
+            run(deep.as_bytes()).unwrap_err().code,
+            "document_too_complex"
+        );
+        let limits = Limits {
+            max_nesting_depth: 3,
+            ..Limits::default()
+        };
+        assert_eq!(
+            run_with(b"<a><b><c><d>x</d></c></b></a>", &limits)
+                .unwrap_err()
+                .code,
+            "document_too_complex"
+        );
+        assert_eq!(
+            run_with(b"<a><b><c>x</c></b></a>", &limits)
+                .unwrap()
+                .markdown,
+            "- **c**: x"
+        );
     }
 
     proptest! {
