@@ -264,7 +264,7 @@ mod tests {
     use crate::formats::format_for;
     use std::path::{Path, PathBuf};
 
-    const CORPUS: &str = "/work/shared/corpus";
+    const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus");
 
     fn head_of(path: &Path) -> Vec<u8> {
         let mut bytes = std::fs::read(path).expect("read corpus file");

@@ -359,7 +359,10 @@ mod tests {
     }
 
     fn corpus() -> Option<Vec<u8>> {
-        let path = "../../shared/corpus/office/epub/sources/epub_purvis_poetry.epub";
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/corpus/office/epub/sources/epub_purvis_poetry.epub"
+        );
         std::fs::read(path)
             .map_err(|_| eprintln!("corpus file {path} missing; skipped"))
             .ok()

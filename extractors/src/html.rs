@@ -972,7 +972,13 @@ mod tests {
     }
 
     fn corpus(name: &str) -> Option<Vec<u8>> {
-        let path = format!("../../shared/corpus/office/html/sources/{name}");
+        let path = format!(
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../tests/corpus/office/html/sources/{}"
+            ),
+            name
+        );
         match std::fs::read(&path) {
             Ok(bytes) => Some(bytes),
             Err(_) => {

@@ -444,7 +444,7 @@ mod tests {
     use proptest::prelude::*;
     use std::path::{Path, PathBuf};
 
-    const CORPUS: &str = "/work/shared/corpus";
+    const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus");
 
     fn corpus(rel: &str) -> Option<PathBuf> {
         let path = Path::new(CORPUS).join(rel);

@@ -392,7 +392,10 @@ mod tests {
     }
 
     fn corpus(path: &str) -> Option<Vec<u8>> {
-        let path = format!("../../shared/corpus/office/{path}");
+        let path = format!(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus/office/{}"),
+            path
+        );
         std::fs::read(&path)
             .map_err(|_| eprintln!("corpus file {path} missing; skipped"))
             .ok()

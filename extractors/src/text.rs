@@ -109,8 +109,11 @@ mod tests {
 
     #[test]
     fn legacy_encodings_are_detected() {
-        let gb2312 =
-            std::fs::read("../../shared/corpus/transcripts/srt/gb2312.srt").unwrap_or_default();
+        let gb2312 = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/corpus/transcripts/srt/gb2312.srt"
+        ))
+        .unwrap_or_default();
         if !gb2312.is_empty() {
             let decoded = decode_text(&gb2312).unwrap();
             assert!(decoded.text.contains("-->"), "{}", decoded.encoding);

@@ -478,7 +478,7 @@ mod tests {
     use proptest::prelude::*;
     use std::path::{Path, PathBuf};
 
-    const CORPUS: &str = "/work/shared/corpus";
+    const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus");
 
     fn run(bytes: &[u8], extension: &str) -> Result<Extraction, ExtractError> {
         let input = Input {

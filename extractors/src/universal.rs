@@ -494,7 +494,10 @@ mod tests {
     #[test]
     #[ignore]
     fn a_doc_file_is_converted_and_read() {
-        let source = Path::new("/work/shared/corpus/office/docx/sources/lorem_ipsum.docx");
+        let source = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/corpus/office/docx/sources/lorem_ipsum.docx"
+        ));
         if !lo_installed() || !source.exists() {
             return;
         }
