@@ -58,8 +58,8 @@ for src in sys.argv[2:]:
 """
 
 
-def load_fidelity(corpus: Path):
-    sys.path.insert(0, str(corpus.parent / "bench"))
+def load_fidelity(bench_dir: Path):
+    sys.path.insert(0, str(bench_dir))
     import fidelity  # noqa: E402
 
     return fidelity
@@ -138,6 +138,8 @@ def mean(rows, key):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=str(ROOT.parent / "shared/corpus"))
+    ap.add_argument("--fidelity-dir", default=str(ROOT.parent / "shared/bench"),
+                    help="where fidelity.py lives")
     ap.add_argument("--markitdown", help="python of a venv with markitdown[all]")
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--json", help="write every per-file row here")
@@ -146,7 +148,7 @@ def main() -> int:
         print(f"missing {EXTRACT}: cargo build --release -p shelf-extractors --example extract")
         return 2
     corpus = Path(a.corpus).resolve()
-    fidelity = load_fidelity(corpus)
+    fidelity = load_fidelity(Path(a.fidelity_dir))
     report = {}
     summary = []
     for kind in a.kinds.split(","):

@@ -63,12 +63,12 @@ impl Kind {
         match self {
             Kind::Text => "text decoder (encoding_rs, chardetng)",
             Kind::Pdf => "poppler pdftotext",
-            Kind::Docx | Kind::Pptx | Kind::Odt | Kind::Odp | Kind::Epub => {
-                "built-in (zip, quick-xml)"
-            }
+            Kind::Docx | Kind::Pptx | Kind::Odt | Kind::Odp => "built-in (zip, quick-xml)",
+            Kind::Epub => "built-in (zip, quick-xml, scraper)",
             Kind::Spreadsheet => "calamine",
-            Kind::Html => "built-in HTML to Markdown",
-            Kind::Csv | Kind::Json | Kind::Xml | Kind::Rtf | Kind::Transcript => "built-in",
+            Kind::Csv => "built-in (csv)",
+            Kind::Html => "built-in HTML to Markdown (scraper, html5ever)",
+            Kind::Json | Kind::Xml | Kind::Rtf | Kind::Transcript => "built-in",
             Kind::Image => "ocr stage (tesseract)",
             Kind::Universal => "LibreOffice headless",
         }
