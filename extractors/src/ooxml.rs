@@ -349,6 +349,71 @@ pub fn rels_path(part: &str) -> (String, String) {
     }
 }
 
+/// A DrawingML chart (`c:chartSpace`) as Markdown: its title, its kind ("Bar chart") and its
+/// cached data as a table of categories by series.
+pub fn chart_markdown(root: &Element) -> String {
+    let mut out = String::new();
+    let Some(chart) = root.child("chart") else {
+        return out;
+    };
+    if let Some(title) = chart.child("title") {
+        let mut texts = Vec::new();
+        title.find_all("t", &mut texts);
+        let title: String = texts.iter().map(|t| t.text()).collect();
+        crate::markdown::push_block(&mut out, &crate::markdown::collapse_whitespace(&title));
+    }
+    let Some(plot) = chart.child("plotArea") else {
+        return out;
+    };
+    for kind in plot.elements().filter(|e| e.name.ends_with("Chart")) {
+        let label = kind.name.trim_end_matches("Chart").replace("3D", " 3D");
+        let mut label_text = String::new();
+        let mut chars = label.chars();
+        if let Some(first) = chars.next() {
+            label_text.extend(first.to_uppercase());
+            label_text.push_str(chars.as_str());
+        }
+        crate::markdown::push_block(&mut out, &format!("{label_text} chart"));
+        let series: Vec<&Element> = kind.children_named("ser").collect();
+        let mut header = vec![String::new()];
+        let mut categories: Vec<String> = Vec::new();
+        let mut columns: Vec<Vec<String>> = Vec::new();
+        for ser in &series {
+            header.push(
+                ser.child("tx")
+                    .map(|t| crate::markdown::collapse_whitespace(&t.text()))
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(|| format!("Series {}", header.len())),
+            );
+            let points = |name: &str| -> Vec<String> {
+                let mut pts = Vec::new();
+                if let Some(part) = ser.child(name).or_else(|| ser.child(if name == "cat" { "xVal" } else { "yVal" })) {
+                    part.find_all("pt", &mut pts);
+                }
+                pts.iter()
+                    .map(|p| p.child("v").map(|v| v.text()).unwrap_or_default())
+                    .collect()
+            };
+            let cats = points("cat");
+            if categories.len() < cats.len() {
+                categories = cats;
+            }
+            columns.push(points("val"));
+        }
+        let rows = categories.len().max(columns.iter().map(Vec::len).max().unwrap_or(0));
+        let mut table = vec![header];
+        for i in 0..rows.min(10_000) {
+            let mut row = vec![categories.get(i).cloned().unwrap_or_default()];
+            row.extend(columns.iter().map(|c| c.get(i).cloned().unwrap_or_default()));
+            table.push(row);
+        }
+        if rows > 0 {
+            crate::markdown::push_block(&mut out, &crate::markdown::table(&table));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
