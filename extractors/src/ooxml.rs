@@ -381,7 +381,12 @@ pub fn chart_markdown(root: &Element) -> String {
         for ser in &series {
             header.push(
                 ser.child("tx")
-                    .map(|t| crate::markdown::collapse_whitespace(&t.text()))
+                    .map(|t| {
+                        let mut values = Vec::new();
+                        t.find_all("v", &mut values);
+                        let text: String = values.iter().map(|v| v.text()).collect();
+                        crate::markdown::collapse_whitespace(&text)
+                    })
                     .filter(|t| !t.is_empty())
                     .unwrap_or_else(|| format!("Series {}", header.len())),
             );
