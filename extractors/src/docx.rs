@@ -851,3 +851,164 @@ fn math_symbol(c: char) -> Option<&'static str> {
     })
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ooxml::test_support::{assert_in_order, corpus, run, zip_of};
+    use proptest::prelude::*;
+
+    const W: &str = r#"xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main""#;
+
+    fn docx(body: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+        let document = format!(r#"<?xml version="1.0"?><w:document {W}><w:body>{body}</w:body></w:document>"#);
+        let mut entries = vec![("word/document.xml", document.as_str())];
+        entries.extend_from_slice(extra);
+        zip_of(&entries)
+    }
+
+    fn markdown_of(bytes: &[u8]) -> String {
+        run(extract, bytes, "docx").unwrap().markdown
+    }
+
+    #[test]
+    fn corpus_sample_has_headings_lists_and_tables_in_order() {
+        let Some(bytes) = corpus("office/docx/sources/word_sample.docx") else {
+            return;
+        };
+        let md = markdown_of(&bytes);
+        assert_in_order(
+            &md,
+            &[
+                "Summer activities",
+                "# Swimming in the lake",
+                "- You can relax and look around",
+                "1. Wear sunglasses",
+                "3. Use sun cream",
+                "| Leaves | Ash, Elm, Maple | 50 |",
+                "1. Leaves",
+            ],
+        );
+    }
+
+    #[test]
+    fn corpus_tables_repeat_merged_cells() {
+        let Some(bytes) = corpus("office/docx/sources/word_tables.docx") else {
+            return;
+        };
+        let md = markdown_of(&bytes);
+        assert!(md.contains("| Cell 1.0 | Merged Cell 1.1 2.1 | Cell 1.2 |"), "{md}");
+        assert!(md.contains("| Cell 2.0 | Merged Cell 1.1 2.1 | Cell 2.2 |"), "{md}");
+    }
+
+    #[test]
+    fn corpus_lists_nest_and_text_boxes_are_read() {
+        if let Some(bytes) = corpus("office/docx/sources/docx_lists.docx") {
+            let md = markdown_of(&bytes);
+            assert_in_order(&md, &["- List item 2", "    - List item 1.1", "        - List item 1.1.1"]);
+        }
+        if let Some(bytes) = corpus("office/docx/sources/textbox.docx") {
+            assert!(markdown_of(&bytes).contains("Student falls ill"));
+        }
+    }
+
+    #[test]
+    fn synthetic_document_covers_each_feature() {
+        let styles = format!(
+            r#"<w:styles {W}><w:style w:styleId="H1"><w:name w:val="heading 1"/></w:style>
+            <w:style w:styleId="Custom"><w:name w:val="My Outline"/><w:pPr><w:outlineLvl w:val="1"/></w:pPr></w:style></w:styles>"#
+        );
+        let numbering = format!(
+            r#"<w:numbering {W}><w:abstractNum w:abstractNumId="0"><w:lvl w:ilvl="0"><w:numFmt w:val="decimal"/><w:lvlText w:val="%1."/></w:lvl>
+            <w:lvl w:ilvl="1"><w:numFmt w:val="bullet"/><w:lvlText w:val="o"/></w:lvl></w:abstractNum><w:num w:numId="5"><w:abstractNumId w:val="0"/></w:num></w:numbering>"#
+        );
+        let footnotes = format!(
+            r#"<w:footnotes {W}><w:footnote w:id="1"><w:p><w:r><w:t>The note text.</w:t></w:r></w:p></w:footnote></w:footnotes>"#
+        );
+        let core = r#"<cp:coreProperties xmlns:cp="c" xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>My Title</dc:title><dc:creator>Ann</dc:creator><dc:language>en-GB</dc:language></cp:coreProperties>"#;
+        let body = r#"
+            <w:p><w:pPr><w:pStyle w:val="H1"/></w:pPr><w:r><w:t>Intro</w:t></w:r></w:p>
+            <w:p><w:pPr><w:pStyle w:val="Custom"/></w:pPr><w:r><w:t>Outlined</w:t></w:r></w:p>
+            <w:p><w:r><w:t>Tab</w:t><w:tab/><w:t>then</w:t><w:br/><w:t>break</w:t></w:r><w:del><w:r><w:delText>GONE</w:delText></w:r></w:del><w:hyperlink><w:r><w:t xml:space="preserve"> linked</w:t></w:r></w:hyperlink><w:r><w:footnoteReference w:id="1"/></w:r></w:p>
+            <w:p><w:pPr><w:numPr><w:ilvl w:val="0"/><w:numId w:val="5"/></w:numPr></w:pPr><w:r><w:t>first</w:t></w:r></w:p>
+            <w:p><w:pPr><w:numPr><w:ilvl w:val="1"/><w:numId w:val="5"/></w:numPr></w:pPr><w:r><w:t>nested</w:t></w:r></w:p>
+            <w:p><w:pPr><w:numPr><w:ilvl w:val="0"/><w:numId w:val="5"/></w:numPr></w:pPr><w:r><w:t>second</w:t></w:r></w:p>
+            <w:tbl><w:tr><w:tc><w:tcPr><w:gridSpan w:val="2"/></w:tcPr><w:p><w:r><w:t>wide</w:t></w:r></w:p></w:tc></w:tr>
+              <w:tr><w:tc><w:p><w:r><w:t>a</w:t></w:r></w:p><w:tbl><w:tr><w:tc><w:p><w:r><w:t>inner</w:t></w:r></w:p></w:tc></w:tr></w:tbl></w:tc><w:tc><w:p><w:r><w:t>b</w:t></w:r></w:p></w:tc></w:tr></w:tbl>
+            <w:sdt><w:sdtContent><w:p><w:r><w:t>In a control</w:t></w:r></w:p></w:sdtContent></w:sdt>
+            <w:p><w:r><w:drawing><wps:txbx xmlns:wps="x"><w:txbxContent><w:p><w:r><w:t>Boxed text</w:t></w:r></w:p></w:txbxContent></wps:txbx></w:drawing></w:r></w:p>"#;
+        let bytes = docx(
+            body,
+            &[
+                ("word/styles.xml", &styles),
+                ("word/numbering.xml", &numbering),
+                ("word/footnotes.xml", &footnotes),
+                ("docProps/core.xml", core),
+            ],
+        );
+        let extraction = run(extract, &bytes, "docx").unwrap();
+        let md = extraction.markdown;
+        assert_in_order(
+            &md,
+            &[
+                "## Intro",
+                "### Outlined",
+                "Tab then\nbreak linked[^1]",
+                "1. first\n    - nested\n2. second",
+                "| wide | wide |",
+                "| a inner | b |",
+                "In a control",
+                "Boxed text",
+                "[^1]: The note text.",
+            ],
+        );
+        assert!(!md.contains("GONE"));
+        assert_eq!(extraction.metadata.title.as_deref(), Some("My Title"));
+        assert_eq!(extraction.metadata.author.as_deref(), Some("Ann"));
+        assert_eq!(extraction.metadata.language.as_deref(), Some("en-GB"));
+    }
+
+    #[test]
+    fn malformed_and_hostile_files_get_clear_codes() {
+        let code = |bytes: &[u8]| run(extract, bytes, "docx").unwrap_err().code;
+        assert_eq!(code(b"not a zip"), "malformed_document");
+        assert_eq!(code(&zip_of(&[("other.xml", "<a/>")])), "malformed_document");
+        assert_eq!(code(&docx("<w:p><w:r>", &[])), "malformed_document");
+        let deep = format!("{}{}", "<w:sdt>".repeat(300), "</w:sdt>".repeat(300));
+        assert_eq!(code(&docx(&deep, &[])), "document_too_complex");
+        if let Some(bytes) = corpus("hostile/malformed/testWORD_truncated.docx") {
+            assert_eq!(code(&bytes), "malformed_document");
+        }
+        if let Some(bytes) = corpus("hostile/malformed/test_recursive_embedded.docx") {
+            assert!(run(extract, &bytes, "docx").is_ok());
+        }
+        if let Some(bytes) = corpus("hostile/bombs/zbsm.zip") {
+            assert_ne!(run(extract, &bytes, "docx").err().map(|e| e.code), Some("extractor_crashed"));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let result = run(extract, &bytes, "docx");
+            prop_assert!(result.err().is_none_or(|e| e.code != "extractor_crashed"));
+        }
+
+        #[test]
+        fn mutated_corpus_files_never_panic(cut in 0.0f64..1.0, flips in proptest::collection::vec((0.0f64..1.0, any::<u8>()), 0..8)) {
+            let Some(mut bytes) = corpus("office/docx/sources/word_sample.docx") else {
+                return Ok(());
+            };
+            for (at, value) in flips {
+                let i = (at * bytes.len() as f64) as usize;
+                if let Some(b) = bytes.get_mut(i) {
+                    *b ^= value;
+                }
+            }
+            bytes.truncate(((cut * 1.2).min(1.0) * bytes.len() as f64) as usize);
+            let result = run(extract, &bytes, "docx");
+            prop_assert!(result.err().is_none_or(|e| e.code != "extractor_crashed"));
+        }
+    }
+}
