@@ -116,8 +116,11 @@ impl Blocks {
             return;
         }
         if !self.text.is_empty() {
-            self.text
-                .push_str(if is_item && self.last_was_item { "\n" } else { "\n\n" });
+            self.text.push_str(if is_item && self.last_was_item {
+                "\n"
+            } else {
+                "\n\n"
+            });
         }
         self.text.push_str(block.trim_end());
         self.last_was_item = is_item;
@@ -851,7 +854,6 @@ fn math_symbol(c: char) -> Option<&'static str> {
     })
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -861,7 +863,8 @@ mod tests {
     const W: &str = r#"xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main""#;
 
     fn docx(body: &str, extra: &[(&str, &str)]) -> Vec<u8> {
-        let document = format!(r#"<?xml version="1.0"?><w:document {W}><w:body>{body}</w:body></w:document>"#);
+        let document =
+            format!(r#"<?xml version="1.0"?><w:document {W}><w:body>{body}</w:body></w:document>"#);
         let mut entries = vec![("word/document.xml", document.as_str())];
         entries.extend_from_slice(extra);
         zip_of(&entries)
@@ -897,15 +900,28 @@ mod tests {
             return;
         };
         let md = markdown_of(&bytes);
-        assert!(md.contains("| Cell 1.0 | Merged Cell 1.1 2.1 | Cell 1.2 |"), "{md}");
-        assert!(md.contains("| Cell 2.0 | Merged Cell 1.1 2.1 | Cell 2.2 |"), "{md}");
+        assert!(
+            md.contains("| Cell 1.0 | Merged Cell 1.1 2.1 | Cell 1.2 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| Cell 2.0 | Merged Cell 1.1 2.1 | Cell 2.2 |"),
+            "{md}"
+        );
     }
 
     #[test]
     fn corpus_lists_nest_and_text_boxes_are_read() {
         if let Some(bytes) = corpus("office/docx/sources/docx_lists.docx") {
             let md = markdown_of(&bytes);
-            assert_in_order(&md, &["- List item 2", "    - List item 1.1", "        - List item 1.1.1"]);
+            assert_in_order(
+                &md,
+                &[
+                    "- List item 2",
+                    "    - List item 1.1",
+                    "        - List item 1.1.1",
+                ],
+            );
         }
         if let Some(bytes) = corpus("office/docx/sources/textbox.docx") {
             assert!(markdown_of(&bytes).contains("Student falls ill"));
@@ -972,7 +988,10 @@ mod tests {
     fn malformed_and_hostile_files_get_clear_codes() {
         let code = |bytes: &[u8]| run(extract, bytes, "docx").unwrap_err().code;
         assert_eq!(code(b"not a zip"), "malformed_document");
-        assert_eq!(code(&zip_of(&[("other.xml", "<a/>")])), "malformed_document");
+        assert_eq!(
+            code(&zip_of(&[("other.xml", "<a/>")])),
+            "malformed_document"
+        );
         assert_eq!(code(&docx("<w:p><w:r>", &[])), "malformed_document");
         let deep = format!("{}{}", "<w:sdt>".repeat(300), "</w:sdt>".repeat(300));
         assert_eq!(code(&docx(&deep, &[])), "document_too_complex");
@@ -983,7 +1002,10 @@ mod tests {
             assert!(run(extract, &bytes, "docx").is_ok());
         }
         if let Some(bytes) = corpus("hostile/bombs/zbsm.zip") {
-            assert_ne!(run(extract, &bytes, "docx").err().map(|e| e.code), Some("extractor_crashed"));
+            assert_ne!(
+                run(extract, &bytes, "docx").err().map(|e| e.code),
+                Some("extractor_crashed")
+            );
         }
     }
 

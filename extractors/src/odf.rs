@@ -93,8 +93,11 @@ impl Blocks {
             return;
         }
         if !self.text.is_empty() {
-            self.text
-                .push_str(if is_item && self.last_was_item { "\n" } else { "\n\n" });
+            self.text.push_str(if is_item && self.last_was_item {
+                "\n"
+            } else {
+                "\n\n"
+            });
         }
         self.text.push_str(block.trim_end());
         self.last_was_item = is_item;
@@ -239,11 +242,9 @@ impl Writer<'_> {
                     out.push(&table, false);
                 }
                 "section" | "index-body" | "table-of-content" | "illustration-index"
-                | "alphabetical-index" | "user-index" | "bibliography" | "text-box"
-                | "change" | "inserted" => self.blocks(child, list_depth, out)?,
-                "frame" | "custom-shape" | "g" | "rect" | "ellipse" => {
-                    self.drawing(child, out)?
-                }
+                | "alphabetical-index" | "user-index" | "bibliography" | "text-box" | "change"
+                | "inserted" => self.blocks(child, list_depth, out)?,
+                "frame" | "custom-shape" | "g" | "rect" | "ellipse" => self.drawing(child, out)?,
                 _ => {}
             }
         }
@@ -428,7 +429,8 @@ impl Writer<'_> {
         else {
             return Ok(());
         };
-        let Some(chart) = root.find("chart") else {
+        // `office:chart` wraps `chart:chart`: both have the local name `chart`.
+        let Some(chart) = root.find("chart").map(|c| c.child("chart").unwrap_or(c)) else {
             return Ok(());
         };
         let class = chart
@@ -591,19 +593,12 @@ fn table_rows<'a>(e: &'a Element, out: &mut Vec<(&'a Element, usize)>) {
 
 /// Drops trailing empty rows and columns (repeated empty cells pad ODF tables).
 fn trim_empty(rows: &mut Vec<Vec<String>>) {
-    while rows
-        .last()
-        .is_some_and(|r| r.iter().all(|c| c.is_empty()))
-    {
+    while rows.last().is_some_and(|r| r.iter().all(|c| c.is_empty())) {
         rows.pop();
     }
     let width = rows
         .iter()
-        .map(|r| {
-            r.iter()
-                .rposition(|c| !c.is_empty())
-                .map_or(0, |i| i + 1)
-        })
+        .map(|r| r.iter().rposition(|c| !c.is_empty()).map_or(0, |i| i + 1))
         .max()
         .unwrap_or(0);
     for row in rows.iter_mut() {
@@ -620,4 +615,165 @@ fn markdown_line(text: &str) -> String {
         .join("\n")
         .trim()
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ooxml::test_support::{assert_in_order, corpus, run, zip_of};
+    use proptest::prelude::*;
+
+    const NS: &str = r#"xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:draw="d" xmlns:presentation="p" xmlns:style="s""#;
+
+    fn odf(mimetype: &str, body: &str, styles: &str) -> Vec<u8> {
+        let content = format!(
+            r#"<office:document-content {NS}><office:automatic-styles>{styles}</office:automatic-styles><office:body>{body}</office:body></office:document-content>"#
+        );
+        let meta = r#"<office:document-meta xmlns:office="o" xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:meta="m"><office:meta><dc:title>Doc Title</dc:title><meta:initial-creator>Bo</meta:initial-creator><dc:language>fr</dc:language></office:meta></office:document-meta>"#;
+        zip_of(&[
+            ("mimetype", mimetype),
+            ("content.xml", &content),
+            ("meta.xml", meta),
+        ])
+    }
+
+    #[test]
+    fn corpus_text_document_has_headings_and_nested_lists() {
+        let Some(bytes) = corpus("office/odf/sources/text_document_01.odt") else {
+            return;
+        };
+        let md = run(extract, &bytes, "odt").unwrap().markdown;
+        assert_in_order(
+            &md,
+            &[
+                "# Title",
+                "## heading level 1.0",
+                "### Heading level 2: A",
+                "1. numbered list 1",
+                "    - bullet list 2.1",
+                "        - bullet list 2.2.1",
+                "### Heading level 2: B",
+            ],
+        );
+    }
+
+    #[test]
+    fn corpus_presentation_has_titles_tables_and_charts() {
+        if let Some(bytes) = corpus("office/odf/sources/odf_presentation_01.odp") {
+            let md = run(extract, &bytes, "odp").unwrap().markdown;
+            assert_in_order(
+                &md,
+                &[
+                    "# Test Table Slide",
+                    "| - R1 |",
+                    "# Second slide title",
+                    "- With foo",
+                ],
+            );
+        }
+        if let Some(bytes) = corpus("office/odf/sources/odf_presentation_02.odp") {
+            let md = run(extract, &bytes, "odp").unwrap().markdown;
+            assert_in_order(
+                &md,
+                &[
+                    "Text",
+                    "Lorem ipsum",
+                    "Chart",
+                    "Bar chart",
+                    "| Row 1 | 9.1 |",
+                    "Table",
+                ],
+            );
+        }
+    }
+
+    #[test]
+    fn synthetic_text_document_covers_each_feature() {
+        let styles = r#"<text:list-style style:name="L1"><text:list-level-style-number text:level="1" style:num-format="1"/><text:list-level-style-bullet text:level="2"/></text:list-style>"#;
+        let body = r#"<office:text><text:h text:outline-level="1">Top</text:h>
+            <text:p>One<text:s text:c="2"/>two<text:tab/>three<text:line-break/>four <text:span>span</text:span> <text:a>link</text:a><text:note><text:note-citation>1</text:note-citation><text:note-body><text:p>A footnote.</text:p></text:note-body></text:note></text:p>
+            <text:list text:style-name="L1"><text:list-item><text:p>first</text:p><text:list><text:list-item><text:p>inner</text:p></text:list-item></text:list></text:list-item><text:list-item><text:p>second</text:p></text:list-item></text:list>
+            <table:table><table:table-row><table:table-cell table:number-columns-spanned="2"><text:p>wide</text:p></table:table-cell><table:covered-table-cell/></table:table-row>
+            <table:table-row><table:table-cell><text:p>a</text:p></table:table-cell><table:table-cell><text:p>b</text:p></table:table-cell><table:table-cell table:number-columns-repeated="500"/></table:table-row></table:table></office:text>"#;
+        let bytes = odf("application/vnd.oasis.opendocument.text", body, styles);
+        let extraction = run(extract, &bytes, "odt").unwrap();
+        assert_in_order(
+            &extraction.markdown,
+            &[
+                "## Top",
+                "One two three\nfour span link[^1]",
+                "1. first\n    - inner\n2. second",
+                "| wide | wide |",
+                "| a | b |",
+                "[^1]: A footnote.",
+            ],
+        );
+        assert_eq!(extraction.metadata.title.as_deref(), Some("Doc Title"));
+        assert_eq!(extraction.metadata.author.as_deref(), Some("Bo"));
+        assert_eq!(extraction.metadata.language.as_deref(), Some("fr"));
+    }
+
+    #[test]
+    fn synthetic_presentation_has_titles_frames_and_notes() {
+        let body = r#"<office:presentation><draw:page draw:name="p1">
+            <draw:frame presentation:class="title"><draw:text-box><text:p>Page title</text:p></draw:text-box></draw:frame>
+            <draw:g><draw:frame><draw:text-box><text:p>Grouped words</text:p></draw:text-box></draw:frame></draw:g>
+            <presentation:notes><draw:frame presentation:class="notes"><draw:text-box><text:p>Remember this</text:p></draw:text-box></draw:frame></presentation:notes>
+            </draw:page><draw:page><draw:frame presentation:class="title"><draw:text-box><text:p>Second</text:p></draw:text-box></draw:frame></draw:page></office:presentation>"#;
+        let bytes = odf("application/vnd.oasis.opendocument.presentation", body, "");
+        let md = run(extract, &bytes, "odp").unwrap().markdown;
+        assert_in_order(
+            &md,
+            &[
+                "# Page title",
+                "Grouped words",
+                "### Notes:",
+                "Remember this",
+                "# Second",
+            ],
+        );
+    }
+
+    #[test]
+    fn malformed_files_get_clear_codes() {
+        let code = |bytes: &[u8]| run(extract, bytes, "odt").unwrap_err().code;
+        if let Some(bytes) = corpus("hostile/malformed/testODTnotaZipFile.odt") {
+            assert_eq!(code(&bytes), "malformed_document");
+        }
+        assert_eq!(code(&zip_of(&[("mimetype", "x")])), "malformed_document");
+        let deep = format!(
+            "<office:text>{}{}</office:text>",
+            "<text:section>".repeat(300),
+            "</text:section>".repeat(300)
+        );
+        assert_eq!(
+            code(&odf("application/vnd.oasis.opendocument.text", &deep, "")),
+            "document_too_complex"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let result = run(extract, &bytes, "odt");
+            prop_assert!(result.err().is_none_or(|e| e.code != "extractor_crashed"));
+        }
+
+        #[test]
+        fn mutated_corpus_files_never_panic(cut in 0.0f64..1.0, flips in proptest::collection::vec((0.0f64..1.0, any::<u8>()), 0..8)) {
+            let Some(mut bytes) = corpus("office/odf/sources/text_document_03.odt") else {
+                return Ok(());
+            };
+            for (at, value) in flips {
+                let i = (at * bytes.len() as f64) as usize;
+                if let Some(b) = bytes.get_mut(i) {
+                    *b ^= value;
+                }
+            }
+            bytes.truncate(((cut * 1.2).min(1.0) * bytes.len() as f64) as usize);
+            let result = run(extract, &bytes, "odt");
+            prop_assert!(result.err().is_none_or(|e| e.code != "extractor_crashed"));
+        }
+    }
 }

@@ -32,7 +32,9 @@ const CHECK_EVERY: usize = 512;
 
 /// The part of a qualified name after its prefix.
 pub fn local_name(qualified: &str) -> &str {
-    qualified.rsplit_once(':').map_or(qualified, |(_, local)| local)
+    qualified
+        .rsplit_once(':')
+        .map_or(qualified, |(_, local)| local)
 }
 
 /// Replacement of a general entity reference: the five predefined entities and character
@@ -73,9 +75,9 @@ pub fn parse(
         if events.is_multiple_of(CHECK_EVERY) {
             control.check()?;
         }
-        let event = reader.read_event().map_err(|e| {
-            ExtractError::malformed(format!("{what} is not well-formed XML: {e}"))
-        })?;
+        let event = reader
+            .read_event()
+            .map_err(|e| ExtractError::malformed(format!("{what} is not well-formed XML: {e}")))?;
         match event {
             Event::Start(start) => {
                 if stack.len() > limits.max_nesting_depth {
@@ -392,7 +394,10 @@ pub fn chart_markdown(root: &Element) -> String {
             );
             let points = |name: &str| -> Vec<String> {
                 let mut pts = Vec::new();
-                if let Some(part) = ser.child(name).or_else(|| ser.child(if name == "cat" { "xVal" } else { "yVal" })) {
+                if let Some(part) = ser
+                    .child(name)
+                    .or_else(|| ser.child(if name == "cat" { "xVal" } else { "yVal" }))
+                {
                     part.find_all("pt", &mut pts);
                 }
                 pts.iter()
@@ -405,11 +410,17 @@ pub fn chart_markdown(root: &Element) -> String {
             }
             columns.push(points("val"));
         }
-        let rows = categories.len().max(columns.iter().map(Vec::len).max().unwrap_or(0));
+        let rows = categories
+            .len()
+            .max(columns.iter().map(Vec::len).max().unwrap_or(0));
         let mut table = vec![header];
         for i in 0..rows.min(10_000) {
             let mut row = vec![categories.get(i).cloned().unwrap_or_default()];
-            row.extend(columns.iter().map(|c| c.get(i).cloned().unwrap_or_default()));
+            row.extend(
+                columns
+                    .iter()
+                    .map(|c| c.get(i).cloned().unwrap_or_default()),
+            );
             table.push(row);
         }
         if rows > 0 {
@@ -445,18 +456,26 @@ pub(crate) mod test_support {
 
     pub type Extractor = fn(Input<'_>, &Limits, &Control) -> Result<Extraction, ExtractError>;
 
-    pub fn run(extractor: Extractor, bytes: &[u8], extension: &str) -> Result<Extraction, ExtractError> {
-        crate::guard::run_guarded(&Control::default(), std::time::Duration::from_secs(20), |c| {
-            extractor(
-                Input {
-                    path: Path::new("test"),
-                    bytes,
-                    extension,
-                },
-                &Limits::default(),
-                c,
-            )
-        })
+    pub fn run(
+        extractor: Extractor,
+        bytes: &[u8],
+        extension: &str,
+    ) -> Result<Extraction, ExtractError> {
+        crate::guard::run_guarded(
+            &Control::default(),
+            std::time::Duration::from_secs(20),
+            |c| {
+                extractor(
+                    Input {
+                        path: Path::new("test"),
+                        bytes,
+                        extension,
+                    },
+                    &Limits::default(),
+                    c,
+                )
+            },
+        )
     }
 
     /// A corpus file, or `None` (with a note) when the corpus is not on this machine.
@@ -524,7 +543,10 @@ mod tests {
             resolve_target("ppt/slides", "../notesSlides/n1.xml"),
             "ppt/notesSlides/n1.xml"
         );
-        assert_eq!(resolve_target("ppt", "/ppt/slides/s.xml"), "ppt/slides/s.xml");
+        assert_eq!(
+            resolve_target("ppt", "/ppt/slides/s.xml"),
+            "ppt/slides/s.xml"
+        );
         assert_eq!(
             rels_path("ppt/presentation.xml").0,
             "ppt/_rels/presentation.xml.rels"

@@ -49,9 +49,10 @@ pub fn extract(
         control.check()?;
         match reader.slide(slide, &authors) {
             Ok(text) => markdown::push_block(&mut markdown, &text),
-            Err(e) if e.code == "malformed_document" => reader
-                .warnings
-                .push(format!("slide {} could not be read and was skipped", number + 1)),
+            Err(e) if e.code == "malformed_document" => reader.warnings.push(format!(
+                "slide {} could not be read and was skipped",
+                number + 1
+            )),
             Err(e) => return Err(e),
         }
         if markdown.len() > limits.max_output_chars {
@@ -357,7 +358,11 @@ fn text_body(body: &Element) -> String {
         };
         let is_item = item.is_some();
         if !out.is_empty() {
-            out.push_str(if is_item && last_was_item { "\n" } else { "\n\n" });
+            out.push_str(if is_item && last_was_item {
+                "\n"
+            } else {
+                "\n\n"
+            });
         }
         match item {
             Some(marker) => {
@@ -403,4 +408,160 @@ fn notes_text(notes: &Element) -> String {
         .filter(|t| !t.trim().is_empty())
         .collect::<Vec<_>>()
         .join("\n\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ooxml::test_support::{assert_in_order, corpus, run, zip_of};
+    use proptest::prelude::*;
+
+    const NS: &str = r#"xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main" xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships""#;
+
+    fn slide(shapes: &str) -> String {
+        format!(r#"<p:sld {NS}><p:cSld><p:spTree>{shapes}</p:spTree></p:cSld></p:sld>"#)
+    }
+
+    fn shape(ph: &str, paragraphs: &str) -> String {
+        format!(
+            r#"<p:sp><p:nvSpPr><p:cNvPr id="1" name="s"/><p:cNvSpPr/><p:nvPr>{ph}</p:nvPr></p:nvSpPr><p:txBody>{paragraphs}</p:txBody></p:sp>"#
+        )
+    }
+
+    #[test]
+    fn corpus_sample_has_titles_tables_lists_and_notes() {
+        let Some(bytes) = corpus("office/pptx/sources/powerpoint_sample.pptx") else {
+            return;
+        };
+        let md = run(extract, &bytes, "pptx").unwrap().markdown;
+        assert_in_order(
+            &md,
+            &[
+                "# Test Table Slide",
+                "| R1 | True | False |  | False | True | True |",
+                "# Second slide title",
+                "### Notes:",
+                "Some notes on the second slide.",
+            ],
+        );
+        assert_in_order(
+            &md,
+            &[
+                "Let’s introduce a list",
+                "With foo",
+                "Bar",
+                "And baz things",
+            ],
+        );
+    }
+
+    #[test]
+    fn corpus_chart_data_becomes_a_table() {
+        let Some(bytes) = corpus("office/pptx/sources/pptx_chart.pptx") else {
+            return;
+        };
+        let md = run(extract, &bytes, "pptx").unwrap().markdown;
+        assert!(md.contains("| 2019 | 120 | 80 |"), "{md}");
+        assert!(md.contains("Freshwater Ducks"), "{md}");
+    }
+
+    #[test]
+    fn synthetic_presentation_follows_the_slide_list() {
+        let rels = r#"<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId7" Type="http://x/slide" Target="slides/slide1.xml"/><Relationship Id="rId8" Type="http://x/slide" Target="slides/slide2.xml"/></Relationships>"#;
+        let presentation = format!(
+            r#"<p:presentation {NS}><p:sldIdLst><p:sldId id="256" r:id="rId8"/><p:sldId id="257" r:id="rId7"/></p:sldIdLst></p:presentation>"#
+        );
+        let first = slide(&format!(
+            "{}{}<p:grpSp>{}</p:grpSp>{}",
+            shape(
+                r#"<p:ph type="title"/>"#,
+                "<a:p><a:r><a:t>Shown first</a:t></a:r></a:p>"
+            ),
+            shape(
+                r#"<p:ph idx="1"/>"#,
+                r#"<a:p><a:pPr><a:buChar char="•"/></a:pPr><a:r><a:t>Point</a:t></a:r></a:p><a:p><a:pPr lvl="1"><a:buAutoNum type="arabicPeriod"/></a:pPr><a:r><a:t>Sub point</a:t></a:r></a:p>"#
+            ),
+            shape("", "<a:p><a:r><a:t>In a group</a:t></a:r></a:p>"),
+            r#"<p:graphicFrame><a:graphic><a:graphicData><a:tbl><a:tr><a:tc gridSpan="2"><a:txBody><a:p><a:r><a:t>Head</a:t></a:r></a:p></a:txBody></a:tc><a:tc hMerge="1"/></a:tr><a:tr><a:tc><a:txBody><a:p><a:r><a:t>x</a:t></a:r></a:p></a:txBody></a:tc><a:tc><a:txBody><a:p><a:r><a:t>y</a:t></a:r></a:p></a:txBody></a:tc></a:tr></a:tbl></a:graphicData></a:graphic></p:graphicFrame>"#
+        ));
+        let second = slide(&shape(
+            r#"<p:ph type="ctrTitle"/>"#,
+            "<a:p><a:r><a:t>Shown second</a:t></a:r></a:p>",
+        ));
+        let slide_rels = r#"<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId3" Type="http://x/notesSlide" Target="../notesSlides/notesSlide1.xml"/></Relationships>"#;
+        let notes = format!(
+            r#"<p:notes {NS}><p:cSld><p:spTree>{}</p:spTree></p:cSld></p:notes>"#,
+            shape(
+                r#"<p:ph type="body" idx="1"/>"#,
+                "<a:p><a:r><a:t>Speaker says hi</a:t></a:r></a:p>"
+            )
+        );
+        let bytes = zip_of(&[
+            ("ppt/presentation.xml", &presentation),
+            ("ppt/_rels/presentation.xml.rels", rels),
+            ("ppt/slides/slide1.xml", &second),
+            ("ppt/slides/slide2.xml", &first),
+            ("ppt/slides/_rels/slide2.xml.rels", slide_rels),
+            ("ppt/notesSlides/notesSlide1.xml", &notes),
+        ]);
+        let md = run(extract, &bytes, "pptx").unwrap().markdown;
+        assert_in_order(
+            &md,
+            &[
+                "# Shown first",
+                "- Point\n    1. Sub point",
+                "In a group",
+                "| Head | Head |",
+                "| x | y |",
+                "### Notes:",
+                "Speaker says hi",
+                "# Shown second",
+            ],
+        );
+    }
+
+    #[test]
+    fn malformed_files_get_clear_codes() {
+        let code = |bytes: &[u8]| run(extract, bytes, "pptx").unwrap_err().code;
+        assert_eq!(code(b"garbage"), "malformed_document");
+        assert_eq!(code(&zip_of(&[("a.xml", "<a/>")])), "malformed_document");
+        assert_eq!(
+            code(&zip_of(&[(
+                "ppt/presentation.xml",
+                "<p:presentation><p:sldIdLst>"
+            )])),
+            "malformed_document"
+        );
+        let broken_slide = zip_of(&[
+            ("ppt/presentation.xml", "<presentation/>"),
+            ("ppt/slides/slide1.xml", "<sld><cSld>"),
+        ]);
+        let extraction = run(extract, &broken_slide, "pptx").unwrap();
+        assert_eq!(extraction.warnings.len(), 1);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let result = run(extract, &bytes, "pptx");
+            prop_assert!(result.err().is_none_or(|e| e.code != "extractor_crashed"));
+        }
+
+        #[test]
+        fn mutated_corpus_files_never_panic(cut in 0.0f64..1.0, flips in proptest::collection::vec((0.0f64..1.0, any::<u8>()), 0..8)) {
+            let Some(mut bytes) = corpus("office/pptx/sources/powerpoint_sample.pptx") else {
+                return Ok(());
+            };
+            for (at, value) in flips {
+                let i = (at * bytes.len() as f64) as usize;
+                if let Some(b) = bytes.get_mut(i) {
+                    *b ^= value;
+                }
+            }
+            bytes.truncate(((cut * 1.2).min(1.0) * bytes.len() as f64) as usize);
+            let result = run(extract, &bytes, "pptx");
+            prop_assert!(result.err().is_none_or(|e| e.code != "extractor_crashed"));
+        }
+    }
 }
