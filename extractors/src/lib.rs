@@ -13,6 +13,7 @@ pub mod guard;
 pub mod limits;
 pub mod markdown;
 pub mod model;
+pub mod ooxml;
 pub mod subprocess;
 pub mod text;
 pub mod zipsafe;
