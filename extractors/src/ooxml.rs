@@ -480,7 +480,8 @@ pub(crate) mod test_support {
 
     /// A corpus file, or `None` (with a note) when the corpus is not on this machine.
     pub fn corpus(relative: &str) -> Option<Vec<u8>> {
-        let path = PathBuf::from("/work/shared/corpus").join(relative);
+        let path =
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus")).join(relative);
         match std::fs::read(&path) {
             Ok(bytes) => Some(bytes),
             Err(_) => {

@@ -490,9 +490,9 @@ mod tests {
         );
     }
 
-    /// Needs the docx extractor (built in parallel): un-ignore after merging.
+    /// A legacy Word file end to end: made from a corpus DOCX by LibreOffice, then read back
+    /// through the converter and the DOCX extractor.
     #[test]
-    #[ignore]
     fn a_doc_file_is_converted_and_read() {
         let source = Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
