@@ -49,6 +49,22 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid(&["body"], "Field required", "missing"));
     }
+    // serde's derived structs also read a JSON array as their fields in order; every body
+    // of this API is an object, as the schema says, so an array is a type error.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+            return Err(ApiError::invalid(
+                &["body"],
+                strip_position(&e.to_string()),
+                "json_invalid",
+            ));
+        }
+        return Err(ApiError::invalid(
+            &["body"],
+            "invalid type: sequence, expected an object",
+            "type_error",
+        ));
+    }
     let mut de = serde_json::Deserializer::from_slice(body);
     let value: T = match serde_path_to_error::deserialize(&mut de) {
         Ok(value) => value,
@@ -275,6 +291,12 @@ mod tests {
         assert_eq!(trailing["type"], "json_invalid");
         let empty = issue("  ");
         assert_eq!(empty["type"], "missing");
+        // A struct is an object on the wire, never an array of its fields.
+        let array = issue(r#" ["d", null]"#);
+        assert_eq!(array["loc"], serde_json::json!(["body"]));
+        assert_eq!(array["type"], "type_error");
+        assert!(parse_json::<Option<Body>>(b"[null, null]").is_err());
+        assert_eq!(issue(r#"["d""#)["type"], "json_invalid");
         assert!(!missing["msg"].as_str().unwrap_or("").contains("line"));
     }
 

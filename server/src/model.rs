@@ -232,8 +232,10 @@ pub enum RunProcessingMode {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct CreateRun {
     pub document_id: String,
-    /// Pipeline name (default `SHELF_PIPELINE`).
+    /// Pipeline name (default `SHELF_PIPELINE`): 1 to 64 of `A-Za-z0-9_-` (otherwise
+    /// `validation_error`); a well-formed name without a pipeline file is `pipeline_not_found`.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")]
     pub pipeline: Option<String>,
     #[serde(default)]
     pub processing_mode: Option<RunProcessingMode>,
@@ -242,7 +244,9 @@ pub struct CreateRun {
 /// `POST /documents/{id}/reprocess` (the body is optional).
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 pub struct Reprocess {
+    /// Pipeline name, as for `POST /runs`.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")]
     pub pipeline: Option<String>,
     #[serde(default)]
     pub processing_mode: Option<RunProcessingMode>,
@@ -329,9 +333,11 @@ pub struct Classifications {
 /// The body of the search endpoints. `query` is required; every other field is optional.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 pub struct SearchIn {
-    /// The text to search: 1 to 4,096 characters, at least one letter or digit (text with
-    /// nothing searchable is `invalid_search_query`).
-    #[schema(min_length = 1, max_length = 4096, pattern = r"[^\W_]")]
+    /// The text to search: 1 to 4,096 characters, not only spaces, tabs and line breaks. The
+    /// server also refuses, with `invalid_search_query`, a query with no letter or digit (only
+    /// punctuation): "letter" is Unicode's, which regex dialects do not agree on, so the
+    /// pattern states only what reads the same in all of them.
+    #[schema(min_length = 1, max_length = 4096, pattern = r"[^\t\n\v\f\r ]")]
     pub query: String,
     /// Default 20, at most 500.
     #[schema(minimum = 1, maximum = 500)]
@@ -348,11 +354,13 @@ pub struct SearchIn {
     #[schema(value_type = Option<DocumentStatusIn>)]
     pub document_status: Option<String>,
     pub filename_contains: Option<String>,
-    /// RFC 3339, inclusive.
-    #[schema(value_type = Option<String>, format = DateTime)]
+    /// RFC 3339 date-time with an offset (`2026-11-21T10:00:00Z`, `...+02:00`), inclusive;
+    /// no leap second. The pattern spells the grammar out because `format` only annotates.
+    #[schema(value_type = Option<String>, format = DateTime, pattern = r"^(?:[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|[0-9]{4}-(?:0[13-9]|1[0-2])-(?:29|30)|[0-9]{4}-(?:0[13578]|1[02])-31|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)[Tt](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$")]
     pub created_after: Option<String>,
-    /// RFC 3339, inclusive.
-    #[schema(value_type = Option<String>, format = DateTime)]
+    /// RFC 3339 date-time with an offset (`2026-11-21T10:00:00Z`, `...+02:00`), inclusive;
+    /// no leap second. The pattern spells the grammar out because `format` only annotates.
+    #[schema(value_type = Option<String>, format = DateTime, pattern = r"^(?:[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|[0-9]{4}-(?:0[13-9]|1[0-2])-(?:29|30)|[0-9]{4}-(?:0[13578]|1[02])-31|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)[Tt](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$")]
     pub created_before: Option<String>,
     /// Treat the whole query as one phrase.
     #[serde(default)]
@@ -414,6 +422,74 @@ pub enum MatchModeIn {
     Any,
 }
 
+/// Whether `v` has the shape of the `created_after`/`created_before` pattern: RFC 3339's
+/// `date-time` (`T` or `t`, `Z`, `z` or a `±hh:mm` offset, any fraction), with seconds to 59.
+/// Whether the day exists in its month is the domain's parse (a 422 either way).
+pub fn rfc3339_shape(v: &str) -> bool {
+    let b = v.as_bytes();
+    let num = |i: usize, max: u8| two_digits(b, i, max);
+    let head = b.len() >= 20
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && num(5, 12)
+        && b[5..7] != *b"00"
+        && b[7] == b'-'
+        && num(8, 31)
+        && b[8..10] != *b"00"
+        && matches!(b[10], b'T' | b't')
+        && num(11, 23)
+        && b[13] == b':'
+        && num(14, 59)
+        && b[16] == b':'
+        && num(17, 59);
+    if !head {
+        return false;
+    }
+    let mut rest = &b[19..];
+    if let Some(frac) = rest.strip_prefix(b".") {
+        let digits = frac.iter().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 {
+            return false;
+        }
+        rest = &frac[digits..];
+    }
+    match rest {
+        [b'Z' | b'z'] => true,
+        [b'+' | b'-', ..] => {
+            rest.len() == 6 && two_digits(rest, 1, 23) && rest[3] == b':' && two_digits(rest, 4, 59)
+        }
+        _ => false,
+    }
+}
+
+/// Two ASCII digits at `i` making at most `max`.
+fn two_digits(b: &[u8], i: usize, max: u8) -> bool {
+    b.get(i..i + 2).is_some_and(|d| {
+        d.iter().all(u8::is_ascii_digit) && (d[0] - b'0') * 10 + (d[1] - b'0') <= max
+    })
+}
+
+/// A `pipeline` field as its schema declares it: 1 to 64 of `A-Za-z0-9_-` (the names pipeline
+/// files can have), otherwise 422. A well-formed name may still name no file (400).
+pub fn check_pipeline_name(name: Option<&str>) -> Result<(), crate::error::ApiError> {
+    match name {
+        Some(n)
+            if n.is_empty()
+                || n.len() > 64
+                || !n
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-') =>
+        {
+            Err(crate::error::ApiError::invalid(
+                &["body", "pipeline"],
+                "Input should be 1 to 64 letters, digits, '_' or '-'",
+                "string_pattern_mismatch",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 impl SearchIn {
     /// The HTTP API takes exactly the values its schema declares: the domain is lenient
     /// (trims, reads an empty string as "no filter") for the CLI, the API is not, so that a
@@ -456,10 +532,11 @@ impl SearchIn {
             ("created_after", &self.created_after),
             ("created_before", &self.created_before),
         ] {
-            if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+            // The shape here; the calendar (days of the month) when the domain parses it.
+            if value.as_deref().is_some_and(|v| !rfc3339_shape(v)) {
                 return Err(ApiError::invalid(
                     &["body", field],
-                    "Input should be an RFC 3339 date-time",
+                    "Input should be an RFC 3339 date-time with an offset, e.g. 2026-11-21T10:00:00Z",
                     "value_error",
                 ));
             }

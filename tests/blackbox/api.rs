@@ -850,14 +850,33 @@ async fn the_schema_declares_what_the_server_enforces() {
         }
     }
 
-    // Search: an empty or unsearchable query is outside the declared pattern and refused.
-    let query = &schema["components"]["schemas"]["SearchIn"]["properties"]["query"];
+    // A declared `pattern`, compiled as a validator would (a search, not a full match).
+    let pattern = |field: &Value| -> regex::Regex {
+        regex::Regex::new(
+            field["pattern"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{field}")),
+        )
+        .expect("pattern compiles")
+    };
+
+    // Search: an empty or blank query is outside the declared pattern and refused; a query
+    // inside it with no letter or digit is the declared business 400.
+    let search_in = &schema["components"]["schemas"]["SearchIn"]["properties"];
+    let query = &search_in["query"];
     assert_eq!(query["minLength"], 1, "{query}");
-    assert!(query["pattern"].is_string(), "{query}");
+    // The same in every regex dialect: no `\s`, `\w`, `\d` (Unicode in one, ASCII in another).
+    assert_eq!(query["pattern"], r"[^\t\n\v\f\r ]", "{query}");
+    let query_pattern = pattern(query);
+    for (text, declared_ok) in [("", false), (" \t\n", false), ("!!", true), ("é", true)] {
+        assert_eq!(query_pattern.is_match(text), declared_ok, "{text:?}");
+    }
     for path in ["/search", "/search/results", "/search/facets"] {
         for (body, expected) in [
             (json!({"query": ""}), 400),
+            (json!({"query": " \t "}), 400),
             (json!({"query": "!!"}), 400),
+            (json!({"query": "été"}), 200),
             (json!({"query": "contract"}), 200),
             (json!({"query": "contract", "limit": 500}), 200),
             (json!({"query": "contract", "limit": 501}), 422),
@@ -877,6 +896,134 @@ async fn the_schema_declares_what_the_server_enforces() {
                 "{path}: {status} undeclared"
             );
         }
+    }
+
+    // Timestamps: `format: date-time` only annotates in JSON Schema 2020-12, so the pattern
+    // spells RFC 3339 out; the server accepts exactly what it matches.
+    for field in ["created_after", "created_before"] {
+        let field_schema = &search_in[field];
+        assert_eq!(field_schema["format"], "date-time", "{field_schema}");
+        let timestamp = pattern(field_schema);
+        for value in [
+            "2026-11-21T10:00:00Z",
+            "2026-11-21t10:00:00.123456789012z",
+            "2026-11-21T10:00:00-23:59",
+            "2024-02-29T00:00:00+00:00",
+            "2000-02-29T23:59:59Z",
+            "0000-02-29T00:00:00Z",
+            "9999-12-31T23:59:59Z",
+            "",
+            " 2026-11-21T10:00:00Z",
+            "2026-11-21T10:00:00Z\n",
+            "2026-11-21",
+            "2026-11-21T10:00:00",
+            "2026-11-21 10:00:00Z",
+            "2026-11-21T10:00Z",
+            "2026-11-21T10:00:00.Z",
+            "2026-02-29T00:00:00Z",
+            "1900-02-29T00:00:00Z",
+            "2026-04-31T00:00:00Z",
+            "2026-00-10T00:00:00Z",
+            "2026-13-10T00:00:00Z",
+            "2026-11-00T00:00:00Z",
+            "2026-11-21T24:00:00Z",
+            "2026-11-21T10:60:00Z",
+            "2026-11-21T23:59:60Z",
+            "2026-11-21T10:00:00+24:00",
+            "2026-11-21T10:00:00+0200",
+            "2026-11-21T10:00:00\u{2212}02:00",
+            "\u{0662}026-11-21T10:00:00Z",
+        ] {
+            let declared_ok = timestamp.is_match(value);
+            let reply = client
+                .post(api.url("/search"))
+                .json(&json!({"query": "contract", field: value}))
+                .send()
+                .await
+                .expect("search");
+            let status = reply.status().as_u16();
+            assert_eq!(
+                status,
+                if declared_ok { 200 } else { 422 },
+                "{field}={value:?} (pattern match: {declared_ok})"
+            );
+        }
+    }
+    let reply = client
+        .post(api.url("/search"))
+        .json(
+            &json!({"query": "contract", "created_after": "2026-11-22T00:00:00Z",
+            "created_before": "2026-11-21T00:00:00Z"}),
+        )
+        .send()
+        .await
+        .expect("search");
+    assert_eq!(reply.status(), 400);
+    let body: Value = reply.json().await.expect("json");
+    assert_eq!(body["code"], "invalid_search_window", "{body}");
+
+    // Pipeline names: the declared shape is the server's (422 outside it); a well-formed name
+    // without a file is the business 400.
+    for (path, template, schema_name) in [
+        ("/runs".to_string(), "/runs", "CreateRun"),
+        (
+            format!("/documents/{doc_id}/reprocess"),
+            "/documents/{id}/reprocess",
+            "Reprocess",
+        ),
+    ] {
+        let field_schema = &schema["components"]["schemas"][schema_name]["properties"]["pipeline"];
+        assert_eq!(field_schema["minLength"], 1, "{field_schema}");
+        assert_eq!(field_schema["maxLength"], 64, "{field_schema}");
+        let name_pattern = pattern(field_schema);
+        let long = "a".repeat(65);
+        for (name, expected) in [
+            ("", 422),
+            ("no such", 422),
+            ("../default", 422),
+            ("d\u{e9}fault", 422),
+            (long.as_str(), 422),
+            ("no-such_pipeline9", 400),
+            ("default", 201),
+        ] {
+            assert_eq!(
+                name_pattern.is_match(name) && name.len() <= 64,
+                expected != 422,
+                "{name:?}"
+            );
+            let reply = client
+                .post(api.url(&path))
+                .json(&json!({"document_id": doc_id, "pipeline": name}))
+                .send()
+                .await
+                .expect("run");
+            let status = reply.status().as_u16();
+            assert_eq!(status, expected, "{path} pipeline {name:?}");
+            assert!(declared(template, "post", status), "{path}: {status}");
+            if expected == 400 {
+                let body: Value = reply.json().await.expect("json");
+                assert_eq!(body["code"], "pipeline_not_found", "{body}");
+            }
+        }
+    }
+
+    // A body is an object: serde would read an array as the fields in order; the server
+    // does not.
+    for (path, body) in [
+        ("/runs".to_string(), json!([doc_id, null, null])),
+        (
+            format!("/documents/{doc_id}/reprocess"),
+            json!([null, null]),
+        ),
+        ("/search".to_string(), json!(["contract"])),
+    ] {
+        let reply = client
+            .post(api.url(&path))
+            .json(&body)
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(reply.status(), 422, "{path} {body}");
     }
 
     // Optional bodies: nothing, `{}` and `null` are the same request.

@@ -188,7 +188,7 @@ pub async fn delete(
     responses(
         (status = 201, body = RunOut),
         (status = 404, body = ErrorBody),
-        (status = 400, description = "`pipeline_not_found`, `invalid_pipeline`", body = ErrorBody),
+        (status = 400, description = "`pipeline_not_found` (a well-formed name without a pipeline file), `invalid_pipeline`", body = ErrorBody),
     )
 )]
 pub async fn reprocess(
@@ -197,6 +197,7 @@ pub async fn reprocess(
     OptionalJson(body): OptionalJson<Reprocess>,
 ) -> Result<(StatusCode, Json<RunOut>), ApiError> {
     let body = body.unwrap_or_default();
+    crate::model::check_pipeline_name(body.pipeline.as_deref())?;
     let run = start_run(
         &state,
         &id,

@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson, page_limit, page_offset};
-use crate::model::{CancelOut, CreateRun, RunList, RunOut, RunProcessingMode};
+use crate::model::{CancelOut, CreateRun, RunList, RunOut, RunProcessingMode, check_pipeline_name};
 use crate::state::AppState;
 
 /// Creates a queued run for a document; with `process`, this API process then executes it in
@@ -59,7 +59,7 @@ fn process_in_background(state: &AppState, run_id: String) {
     responses(
         (status = 201, body = RunOut),
         (status = 404, description = "Unknown document", body = ErrorBody),
-        (status = 400, description = "`pipeline_not_found`, `invalid_pipeline`", body = ErrorBody),
+        (status = 400, description = "`pipeline_not_found` (a well-formed name without a pipeline file), `invalid_pipeline`", body = ErrorBody),
         (status = 503, description = "`run_submission_failed`", body = ErrorBody),
     )
 )]
@@ -67,6 +67,7 @@ pub async fn create(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateRun>,
 ) -> Result<(StatusCode, Json<RunOut>), ApiError> {
+    check_pipeline_name(body.pipeline.as_deref())?;
     let run = start_run(
         &state,
         &body.document_id,

@@ -72,7 +72,7 @@ async fn search_errors() {
     let app = TestApp::new().await;
     let cases = [
         (
-            json!({"query": "x", "created_after": "2026-02-01", "created_before": "2026-01-01"}),
+            json!({"query": "x", "created_after": "2026-02-01T00:00:00Z", "created_before": "2026-01-01T00:00:00Z"}),
             400,
             "invalid_search_window",
         ),
