@@ -78,7 +78,11 @@ async fn refused_uploads_leave_nothing_behind() {
         ("archive.zip", b"PK\x03\x04....", "archive_not_supported"),
         ("data.tar.gz", b"\x1f\x8b\x08\x00", "archive_not_supported"),
         ("renamed.txt", b"PK\x03\x04rest", "archive_not_supported"),
-        ("report.docx", b"plain text, not a ZIP container", "unsupported_file_type"),
+        (
+            "report.docx",
+            b"plain text, not a ZIP container",
+            "unsupported_file_type",
+        ),
         ("scan.pdf", b"\x89PNG\r\n\x1a\n", "unsupported_file_type"),
         ("program.exe", b"MZ\x90\x00", "unsupported_file_type"),
         ("binary.txt", b"abc\0def", "unsupported_file_type"),
