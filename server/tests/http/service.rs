@@ -114,6 +114,14 @@ async fn config_is_redacted() {
     assert_eq!(config["api"]["credentials"]["write"], 2);
     assert_eq!(config["llm"]["api_key_set"], true);
     assert!(config["api"]["max_upload_bytes"].is_u64());
+    // The extraction engines of every accepted extension, and the cache setting.
+    assert_eq!(config["extraction"]["cache"], true);
+    assert_eq!(config["extraction"]["engines"]["pdf"], "poppler pdftotext");
+    assert_eq!(
+        config["extraction"]["engines"]["doc"],
+        "LibreOffice headless"
+    );
+    assert_eq!(config["extraction"]["engines"]["xlsx"], "calamine");
 }
 
 /// Paths and methods the document lists.

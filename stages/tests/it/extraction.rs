@@ -1,0 +1,142 @@
+//! The `extract` stage through the real engine on a real SQLite file: real corpus documents
+//! of several formats, the extraction cache (reused on reprocess, missed when the extractor
+//! version changes or the cache is off), transcript segments stored with the document, and
+//! the OCR flags of images.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sea_orm::ConnectionTrait;
+use shelf_engine::{RunRecord, RunStatus};
+use shelf_stages::provider::MockProvider;
+
+use crate::pipeline::{Setup, run_default, setup};
+
+fn corpus(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/corpus")
+        .join(relative)
+}
+
+async fn extract_output(s: &Setup, run: &RunRecord) -> serde_json::Value {
+    s.engine
+        .store()
+        .stages(&run.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|st| st.name == "extract")
+        .and_then(|st| st.output)
+        .expect("extract output")
+}
+
+async fn raw_text(s: &Setup, run: &RunRecord) -> String {
+    let output = extract_output(s, run).await;
+    let id = output["raw_text_id"].as_str().unwrap();
+    shelf_documents::get_text(&s.documents.db, id)
+        .await
+        .unwrap()
+        .unwrap()
+        .body
+}
+
+#[tokio::test]
+async fn documents_of_each_kind_are_extracted_through_the_pipeline() {
+    let s = setup(Arc::new(MockProvider::default()), 12_000, 2).await;
+    let cases = [
+        ("office/docx/sources/word_tables.docx", "| "),
+        (
+            "office/pptx/sources/powerpoint_sample.pptx",
+            "# Second slide title",
+        ),
+        ("office/xlsx/sources/xlsx_01.xlsx", "## "),
+        ("office/odf/sources/text_document_01.odt", ""),
+        ("office/epub/sources/epub_purvis_poetry.epub", ""),
+        ("office/html/sources/example_01.html", "# Introduction"),
+        ("pdf/pypdf/crazyones.pdf", "Here"),
+    ];
+    for (path, must_contain) in cases {
+        let run = run_default(&s, &corpus(path)).await;
+        assert_eq!(run.status, RunStatus::Succeeded, "{path}: {:?}", run.error);
+        let output = extract_output(&s, &run).await;
+        assert_eq!(output["needs_ocr"], false, "{path}");
+        assert_eq!(output["from_cache"], false, "{path}");
+        let text = raw_text(&s, &run).await;
+        assert!(text.len() > 100, "{path}: {text}");
+        assert!(text.contains(must_contain), "{path}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn the_cache_is_reused_on_reprocess_and_missed_for_a_new_extractor_version() {
+    let s = setup(Arc::new(MockProvider::default()), 12_000, 2).await;
+    let file = corpus("office/docx/sources/lorem_ipsum.docx");
+    let first = run_default(&s, &file).await;
+    assert_eq!(extract_output(&s, &first).await["from_cache"], false);
+    let second = run_default(&s, &file).await;
+    let output = extract_output(&s, &second).await;
+    assert_eq!(output["from_cache"], true, "{output}");
+    assert_eq!(raw_text(&s, &first).await, raw_text(&s, &second).await);
+
+    // A row written by another version of the extractor is not this version's result.
+    s.documents
+        .db
+        .execute_unprepared("UPDATE extraction_cache SET extractor_version = 'docx-0'")
+        .await
+        .unwrap();
+    let third = run_default(&s, &file).await;
+    assert_eq!(extract_output(&s, &third).await["from_cache"], false);
+
+    // Deleting the document deletes its cached text.
+    s.documents.delete(&third.subject).await.unwrap();
+    let left = s
+        .documents
+        .db
+        .query_all_raw(sea_orm::Statement::from_string(
+            sea_orm::DbBackend::Sqlite,
+            "SELECT sha256 FROM extraction_cache",
+        ))
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "the cache kept a deleted document's text");
+}
+
+#[tokio::test]
+async fn transcript_segments_are_stored_with_the_document() {
+    let s = setup(Arc::new(MockProvider::default()), 12_000, 2).await;
+    let run = run_default(&s, &corpus("office/webvtt/sources/webvtt_example_03.vtt")).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let segments = shelf_documents::segments(&s.documents.db, &run.subject)
+        .await
+        .unwrap();
+    assert!(segments.len() > 5, "{segments:?}");
+    assert_eq!(extract_output(&s, &run).await["segments"], segments.len());
+    for (i, pair) in segments.windows(2).enumerate() {
+        assert_eq!(pair[0].index as usize, i);
+        assert!(pair[0].start_seconds <= pair[1].start_seconds);
+    }
+    assert!(
+        segments
+            .iter()
+            .all(|seg| seg.end_seconds >= seg.start_seconds)
+    );
+    assert!(
+        segments.iter().any(|seg| seg.speaker.is_some()),
+        "the meeting transcript names its speakers: {segments:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_image_is_marked_for_ocr_and_fails_clearly_until_ocr_exists() {
+    let s = setup(Arc::new(MockProvider::default()), 12_000, 2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("scan.png");
+    std::fs::write(&image, b"\x89PNG\r\n\x1a\n a scanned page").unwrap();
+    let run = run_default(&s, &image).await;
+    assert_eq!(run.status, RunStatus::Failed);
+    let output = extract_output(&s, &run).await;
+    assert_eq!(output["needs_ocr"], true);
+    assert_eq!(output["ocr_pages"], serde_json::json!([1]));
+    let error = run.error.unwrap_or_default();
+    assert!(error.contains("(ocr_unavailable)"), "{error}");
+}
