@@ -79,6 +79,30 @@ pub fn push_block(out: &mut String, block: &str) {
     out.push_str(block);
 }
 
+/// Markdown blocks: a blank line between blocks, none between items of one list.
+#[derive(Debug, Default)]
+pub struct Blocks {
+    pub text: String,
+    last_was_item: bool,
+}
+
+impl Blocks {
+    pub fn push(&mut self, block: &str, is_item: bool) {
+        if block.trim().is_empty() {
+            return;
+        }
+        if !self.text.is_empty() {
+            self.text.push_str(if is_item && self.last_was_item {
+                "\n"
+            } else {
+                "\n\n"
+            });
+        }
+        self.text.push_str(block.trim_end());
+        self.last_was_item = is_item;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use crate::markdown;
+use crate::markdown::Blocks;
 use crate::ooxml::{self, Element, Node};
 use crate::zipsafe::SafeZip;
 use crate::{Control, ExtractError, Extraction, Input, Limits};
@@ -78,30 +79,6 @@ pub fn extract(
         warnings: writer.warnings,
         ..Extraction::default()
     })
-}
-
-/// Markdown blocks: a blank line between blocks, none between items of one list.
-#[derive(Default)]
-struct Blocks {
-    text: String,
-    last_was_item: bool,
-}
-
-impl Blocks {
-    fn push(&mut self, block: &str, is_item: bool) {
-        if block.trim().is_empty() {
-            return;
-        }
-        if !self.text.is_empty() {
-            self.text.push_str(if is_item && self.last_was_item {
-                "\n"
-            } else {
-                "\n\n"
-            });
-        }
-        self.text.push_str(block.trim_end());
-        self.last_was_item = is_item;
-    }
 }
 
 /// What the document's styles say about headings and lists.
