@@ -54,9 +54,40 @@ pub fn check_head(format: &Format, head: &[u8]) -> Result<(), Refusal> {
             Err(mismatch("a PDF document"))
         }
         Kind::Image if !head.is_empty() && image_kind(head).is_none() => Err(mismatch("an image")),
+        Kind::Universal if !head.is_empty() => check_legacy_head(format, head, mismatch),
         _ => Ok(()),
     }
 }
+
+/// Legacy formats LibreOffice reads: their signatures, where they have one. LibreOffice
+/// imports anything it cannot place as plain text, so without this check random bytes named
+/// `.ppt` would "convert" into gibberish instead of being refused.
+fn check_legacy_head(
+    format: &Format,
+    head: &[u8],
+    mismatch: impl Fn(&str) -> Refusal,
+) -> Result<(), Refusal> {
+    let ole2 = head.starts_with(&OLE2_MAGIC);
+    let fits = match format.extension {
+        // Word files are also saved as RTF, HTML or XML under `.doc`.
+        "doc" | "dot" => ole2 || head.starts_with(b"{\\rtf") || !head.contains(&0),
+        "ppt" | "pps" | "pot" | "xlt" | "vsd" | "pub" | "wps" => ole2,
+        "wpd" => head.starts_with(b"\xFFWPC"),
+        "fodt" | "fodp" | "fods" | "abw" => !head.contains(&0),
+        _ => true,
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(mismatch(match format.extension {
+            "wpd" => "a WordPerfect document",
+            "fodt" | "fodp" | "fods" | "abw" => "an XML document",
+            _ => "an OLE2 compound file (legacy Office)",
+        }))
+    }
+}
+
+const OLE2_MAGIC: [u8; 8] = [0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1];
 
 /// For ZIP-based formats, checks the archive's entries against the extension. An archive
 /// that cannot be opened (truncated, damaged) passes: extraction reports it.
@@ -144,7 +175,7 @@ pub fn describe(head: &[u8]) -> String {
     if let Some(kind) = image_kind(head) {
         return format!("a {kind} image");
     }
-    if head.starts_with(&[0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1]) {
+    if head.starts_with(&OLE2_MAGIC) {
         return "an OLE2 compound file (legacy Office)".into();
     }
     if head.starts_with(b"{\\rtf") {
