@@ -707,3 +707,15 @@ impl From<SearchFacets> for FacetsOut {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(value_type = Object)]
 pub struct ConfigOut(pub Value);
+
+/// One server-sent event as a client parses it from the stream: `event` (absent for the
+/// plain `message` events of the line stream, `run-event` or `done` otherwise), `id` (the run
+/// event's sequence, for `Last-Event-ID`) and `data` (a line, or a JSON record).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SseEvent {
+    pub data: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}

@@ -41,7 +41,7 @@ pub const BEARER_SCHEME: &str = "bearer";
         DocumentOut, DocumentList, DeletedOut, ContentPageOut, UploadForm,
         RunOut, StageOut, RunList, CancelOut, CreateRun, Reprocess, RunProcessingMode,
         runs::RetryIn,
-        EventRecordOut, EventLines, EventRecords,
+        EventRecordOut, EventLines, EventRecords, SseEvent,
         SearchIn, FacetsIn, DocumentStatusIn, SearchScopeIn, MatchModeIn, SearchIdsOut, SearchHitOut, SearchResultsOut, FacetCountOut, FacetsOut,
         Health, Ready, Version, Classifications, ConfigOut,
     )),

@@ -881,6 +881,11 @@ async fn the_schema_declares_what_the_server_enforces() {
             (json!({"query": "contract", "limit": 500}), 200),
             (json!({"query": "contract", "limit": 501}), 422),
             (json!({"query": "contract", "limit": 0}), 422),
+            // Integers written as floats, read exactly (serde_json's float_roundtrip).
+            (
+                json!({"query": "contract", "limit": 451.0, "offset": 2_251_799_813_685_247.0}),
+                200,
+            ),
             (json!({"query": "contract", "scope": ""}), 400),
         ] {
             let reply = client

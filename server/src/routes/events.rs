@@ -20,7 +20,7 @@ use utoipa::IntoParams;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiPath, ApiQuery, MAX_OFFSET, page_limit, page_offset};
-use crate::model::{EventLines, EventRecordOut, EventRecords, event_line};
+use crate::model::{EventLines, EventRecordOut, EventRecords, SseEvent, event_line};
 use crate::state::AppState;
 
 /// Events read per database round trip while streaming.
@@ -100,7 +100,7 @@ pub async fn records(
         ("Last-Event-ID" = Option<u64>, Header, nullable = false, description = "Resume after this sequence (digits only)", minimum = 0, maximum = 9_007_199_254_740_991_u64),
     ),
     responses(
-        (status = 200, description = "Event stream", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Event stream", content_type = "text/event-stream", body = SseEvent),
         (status = 404, body = ErrorBody),
     )
 )]
@@ -123,7 +123,7 @@ pub async fn stream_lines(
         ("Last-Event-ID" = Option<u64>, Header, nullable = false, description = "Resume after this sequence (digits only)", minimum = 0, maximum = 9_007_199_254_740_991_u64),
     ),
     responses(
-        (status = 200, description = "Event stream", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Event stream", content_type = "text/event-stream", body = SseEvent),
         (status = 404, body = ErrorBody),
     )
 )]
