@@ -834,7 +834,7 @@ fn math_symbol(c: char) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ooxml::test_support::{assert_in_order, corpus, run, zip_of};
+    use crate::testing::{assert_in_order, corpus, mutate, run, zip_of};
     use proptest::prelude::*;
 
     const W: &str = r#"xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main""#;
@@ -995,17 +995,11 @@ mod tests {
         }
 
         #[test]
-        fn mutated_corpus_files_never_panic(cut in 0.0f64..1.0, flips in proptest::collection::vec((0.0f64..1.0, any::<u8>()), 0..8)) {
+        fn mutated_corpus_files_never_panic(cut in 0usize..200_000, flips in proptest::collection::vec((0usize..200_000, any::<u8>()), 0..8)) {
             let Some(mut bytes) = corpus("office/docx/sources/word_sample.docx") else {
                 return Ok(());
             };
-            for (at, value) in flips {
-                let i = (at * bytes.len() as f64) as usize;
-                if let Some(b) = bytes.get_mut(i) {
-                    *b ^= value;
-                }
-            }
-            bytes.truncate(((cut * 1.2).min(1.0) * bytes.len() as f64) as usize);
+            mutate(&mut bytes, &flips, cut);
             let result = run(extract, &bytes, "docx");
             prop_assert!(result.err().is_none_or(|e| e.code != "extractor_crashed"));
         }

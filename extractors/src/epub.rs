@@ -155,7 +155,9 @@ fn parse_package(opf: &str, limits: &Limits) -> Result<Package, ExtractError> {
                 }
             }
             Event::GeneralRef(r) => {
-                if let (Some((_, text)), Some(c)) = (field.as_mut(), resolve_reference(&r)) {
+                if let (Some((_, text)), Some(c)) =
+                    (field.as_mut(), crate::ooxml::resolve_reference(&r))
+                {
                     text.push(c);
                 }
             }
@@ -205,22 +207,6 @@ fn set_metadata(metadata: &mut Metadata, name: &str, text: &str) {
     }
 }
 
-/// The five predefined entities and character references; anything else is dropped (no
-/// external or DTD entities are ever resolved).
-fn resolve_reference(reference: &quick_xml::events::BytesRef<'_>) -> Option<char> {
-    if let Ok(Some(c)) = reference.resolve_char_ref() {
-        return Some(c);
-    }
-    match reference.as_ref() {
-        "amp" => Some('&'),
-        "lt" => Some('<'),
-        "gt" => Some('>'),
-        "quot" => Some('"'),
-        "apos" => Some('\''),
-        _ => None,
-    }
-}
-
 /// A manifest `href` (relative to the OPF's folder, percent-encoded) as a ZIP entry name.
 fn resolve_path(base: &str, href: &str) -> String {
     let href = href.split('#').next().unwrap_or_default();
@@ -267,24 +253,8 @@ fn percent_decode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::zip_of;
     use proptest::prelude::*;
-    use std::io::{Cursor, Write};
-    use zip::write::SimpleFileOptions;
-
-    fn zip_of(entries: &[(&str, &str)]) -> Vec<u8> {
-        let mut out = Cursor::new(Vec::new());
-        {
-            let mut writer = zip::ZipWriter::new(&mut out);
-            for (name, data) in entries {
-                writer
-                    .start_file(*name, SimpleFileOptions::default())
-                    .unwrap();
-                writer.write_all(data.as_bytes()).unwrap();
-            }
-            writer.finish().unwrap();
-        }
-        out.into_inner()
-    }
 
     fn run(bytes: &[u8]) -> Result<Extraction, ExtractError> {
         extract(
@@ -390,13 +360,7 @@ mod tests {
         #[test]
         fn mutated_books_never_panic(cut in 0usize..200_000, flips in proptest::collection::vec((0usize..200_000, any::<u8>()), 0..16)) {
             let mut bytes = corpus().unwrap_or_else(|| book(r#"<itemref idref="c1"/>"#));
-            for (pos, byte) in flips {
-                let len = bytes.len();
-                if let Some(b) = bytes.get_mut(pos % len.max(1)) {
-                    *b = byte;
-                }
-            }
-            bytes.truncate(cut);
+            crate::testing::mutate(&mut bytes, &flips, cut);
             let _ = run(&bytes);
         }
     }

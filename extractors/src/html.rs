@@ -972,20 +972,7 @@ mod tests {
     }
 
     fn corpus(name: &str) -> Option<Vec<u8>> {
-        let path = format!(
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../tests/corpus/office/html/sources/{}"
-            ),
-            name
-        );
-        match std::fs::read(&path) {
-            Ok(bytes) => Some(bytes),
-            Err(_) => {
-                eprintln!("corpus file {path} missing; skipped");
-                None
-            }
-        }
+        crate::testing::corpus(&format!("office/html/sources/{name}"))
     }
 
     fn run(bytes: &[u8]) -> Result<Extraction, ExtractError> {
@@ -1158,13 +1145,7 @@ mod tests {
         #[test]
         fn mutated_pages_never_panic(cut in 0usize..6000, flips in proptest::collection::vec((0usize..6000, any::<u8>()), 0..16)) {
             let mut bytes = corpus("html_rich_table_cells.html").unwrap_or_else(|| b"<table><tr><td>x</td></tr></table>".to_vec());
-            for (pos, byte) in flips {
-                let len = bytes.len();
-                if let Some(b) = bytes.get_mut(pos % len.max(1)) {
-                    *b = byte;
-                }
-            }
-            bytes.truncate(cut);
+            crate::testing::mutate(&mut bytes, &flips, cut);
             let _ = run(&bytes);
         }
     }

@@ -516,11 +516,7 @@ mod tests {
         #[test]
         fn mutated_sample_never_panics(cut in 0usize..600, flips in proptest::collection::vec((0usize..600, any::<u8>()), 0..6)) {
             let mut bytes = SAMPLE.as_bytes().to_vec();
-            for (at, b) in &flips {
-                let i = at % bytes.len();
-                bytes[i] = *b;
-            }
-            bytes.truncate(cut.min(bytes.len()));
+            crate::testing::mutate(&mut bytes, &flips, cut);
             let _ = run(&bytes, "json");
             let _ = run(&bytes, "jsonl");
         }

@@ -15,6 +15,8 @@ pub mod markdown;
 pub mod model;
 pub mod ooxml;
 pub mod subprocess;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod text;
 pub mod zipsafe;
 

@@ -37,6 +37,12 @@ pub fn local_name(qualified: &str) -> &str {
         .map_or(qualified, |(_, local)| local)
 }
 
+/// Replacement of a quick-xml entity reference event (`&amp;`, `&#65;`): see
+/// [`resolve_entity`].
+pub fn resolve_reference(reference: &quick_xml::events::BytesRef<'_>) -> Option<char> {
+    resolve_entity(&reference.xml_content(quick_xml::XmlVersion::Implicit1_0))
+}
+
 /// Replacement of a general entity reference: the five predefined entities and character
 /// references. Anything else (a DTD's own entities) is dropped: external entities are never
 /// resolved.
@@ -432,77 +438,6 @@ pub fn chart_markdown(root: &Element) -> String {
 
 /// Test support shared by the office extractors' tests: ZIP building, corpus access,
 /// mutation of real files.
-#[cfg(test)]
-pub(crate) mod test_support {
-    use std::io::{Cursor, Write};
-    use std::path::{Path, PathBuf};
-
-    use crate::{Control, ExtractError, Extraction, Input, Limits};
-
-    pub fn zip_of(entries: &[(&str, &str)]) -> Vec<u8> {
-        let mut out = Cursor::new(Vec::new());
-        {
-            let mut writer = zip::ZipWriter::new(&mut out);
-            for (name, data) in entries {
-                writer
-                    .start_file(*name, zip::write::SimpleFileOptions::default())
-                    .unwrap();
-                writer.write_all(data.as_bytes()).unwrap();
-            }
-            writer.finish().unwrap();
-        }
-        out.into_inner()
-    }
-
-    pub type Extractor = fn(Input<'_>, &Limits, &Control) -> Result<Extraction, ExtractError>;
-
-    pub fn run(
-        extractor: Extractor,
-        bytes: &[u8],
-        extension: &str,
-    ) -> Result<Extraction, ExtractError> {
-        crate::guard::run_guarded(
-            &Control::default(),
-            std::time::Duration::from_secs(20),
-            |c| {
-                extractor(
-                    Input {
-                        path: Path::new("test"),
-                        bytes,
-                        extension,
-                    },
-                    &Limits::default(),
-                    c,
-                )
-            },
-        )
-    }
-
-    /// A corpus file, or `None` (with a note) when the corpus is not on this machine.
-    pub fn corpus(relative: &str) -> Option<Vec<u8>> {
-        let path =
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus")).join(relative);
-        match std::fs::read(&path) {
-            Ok(bytes) => Some(bytes),
-            Err(_) => {
-                eprintln!("corpus file {} missing: test skipped", path.display());
-                None
-            }
-        }
-    }
-
-    /// `text` has each of `parts` in this order.
-    pub fn assert_in_order(text: &str, parts: &[&str]) {
-        let mut from = 0;
-        for part in parts {
-            match text.get(from..).and_then(|rest| rest.find(part)) {
-                Some(at) => from += at + part.len(),
-                None => panic!("{part:?} missing or out of order in:\n{text}"),
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -728,11 +728,7 @@ Bin \bin5 {}\\x after\par
         #[test]
         fn mutated_sample_never_panics(cut in 0usize..2000, flips in proptest::collection::vec((0usize..2000, any::<u8>()), 0..8)) {
             let mut bytes = WORDPAD.as_bytes().to_vec();
-            for (at, b) in &flips {
-                let i = at % bytes.len();
-                bytes[i] = *b;
-            }
-            bytes.truncate(cut.min(bytes.len()));
+            crate::testing::mutate(&mut bytes, &flips, cut);
             let _ = run(&bytes);
         }
     }

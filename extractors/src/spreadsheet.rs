@@ -392,13 +392,7 @@ mod tests {
     }
 
     fn corpus(path: &str) -> Option<Vec<u8>> {
-        let path = format!(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus/office/{}"),
-            path
-        );
-        std::fs::read(&path)
-            .map_err(|_| eprintln!("corpus file {path} missing; skipped"))
-            .ok()
+        crate::testing::corpus(&format!("office/{path}"))
     }
 
     #[test]
@@ -509,13 +503,7 @@ mod tests {
         #[test]
         fn mutated_workbooks_never_panic(cut in 0usize..40_000, flips in proptest::collection::vec((0usize..40_000, any::<u8>()), 0..16)) {
             let mut bytes = corpus("xlsx/sources/xlsx_01.xlsx").unwrap_or_else(|| b"PK\x03\x04".to_vec());
-            for (pos, byte) in flips {
-                let len = bytes.len();
-                if let Some(b) = bytes.get_mut(pos % len.max(1)) {
-                    *b = byte;
-                }
-            }
-            bytes.truncate(cut);
+            crate::testing::mutate(&mut bytes, &flips, cut);
             let result = crate::extract(
                 crate::Kind::Spreadsheet,
                 Input { path: std::path::Path::new("book.xlsx"), bytes: &bytes, extension: "xlsx" },

@@ -736,10 +736,7 @@ mod tests {
         fn mutated_corpus_never_panics(cut in 0usize..4096, flips in proptest::collection::vec((0usize..4096, any::<u8>()), 0..8)) {
             for relative in ["office/webvtt/sources/webvtt_example_03.vtt", "transcripts/webvtt-py/sample.sbv", "transcripts/srt/gb2312.srt"] {
                 let Some((mut bytes, ext)) = corpus_file(relative) else { return Ok(()); };
-                for (at, b) in &flips {
-                    if !bytes.is_empty() { let i = at % bytes.len(); bytes[i] = *b; }
-                }
-                bytes.truncate(cut.min(bytes.len()));
+                crate::testing::mutate(&mut bytes, &flips, cut);
                 let _ = run(&bytes, &ext);
             }
         }

@@ -21,7 +21,7 @@ use std::borrow::Cow;
 
 use encoding_rs::Encoding;
 use quick_xml::XmlVersion;
-use quick_xml::events::{BytesRef, BytesStart, Event};
+use quick_xml::events::{BytesStart, Event};
 use quick_xml::reader::Reader;
 
 use crate::markdown;
@@ -122,7 +122,7 @@ fn read(
             Event::Text(t) => writer.text(&t.xml_content(XmlVersion::Implicit1_0)),
             Event::CData(t) => writer.text(&t.xml_content(XmlVersion::Implicit1_0)),
             Event::GeneralRef(r) => {
-                if let Some(c) = resolve_reference(&r) {
+                if let Some(c) = crate::ooxml::resolve_reference(&r) {
                     writer.text(c.encode_utf8(&mut [0; 4]));
                 }
             }
@@ -173,22 +173,6 @@ fn error_kind(error: &quick_xml::Error) -> String {
         quick_xml::Error::Escape(_) => "an escape sequence is malformed".to_string(),
         quick_xml::Error::Encoding(_) => "the text is not valid in its encoding".to_string(),
         _ => "the document cannot be read".to_string(),
-    }
-}
-
-/// The five predefined entities and character references; anything else is dropped, never
-/// looked up in a DTD.
-fn resolve_reference(reference: &BytesRef<'_>) -> Option<char> {
-    if reference.is_char_ref() {
-        return reference.resolve_char_ref().ok().flatten();
-    }
-    match reference.xml_content(XmlVersion::Implicit1_0).as_ref() {
-        "amp" => Some('&'),
-        "lt" => Some('<'),
-        "gt" => Some('>'),
-        "quot" => Some('"'),
-        "apos" => Some('\''),
-        _ => None,
     }
 }
 
@@ -481,11 +465,7 @@ mod tests {
         #[test]
         fn mutated_sample_never_panics(cut in 0usize..1200, flips in proptest::collection::vec((0usize..1200, any::<u8>()), 0..6)) {
             let mut bytes = CATALOG.as_bytes().to_vec();
-            for (at, b) in &flips {
-                let i = at % bytes.len();
-                bytes[i] = *b;
-            }
-            bytes.truncate(cut.min(bytes.len()));
+            crate::testing::mutate(&mut bytes, &flips, cut);
             let _ = run(&bytes);
         }
     }

@@ -106,23 +106,7 @@ impl<'a> SafeZip<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-    use zip::write::SimpleFileOptions;
-
-    fn zip_of(entries: &[(&str, Vec<u8>)]) -> Vec<u8> {
-        let mut out = Cursor::new(Vec::new());
-        {
-            let mut writer = zip::ZipWriter::new(&mut out);
-            for (name, data) in entries {
-                writer
-                    .start_file(*name, SimpleFileOptions::default())
-                    .unwrap();
-                writer.write_all(data).unwrap();
-            }
-            writer.finish().unwrap();
-        }
-        out.into_inner()
-    }
+    use crate::testing::zip_of;
 
     #[test]
     fn reads_entries_within_the_caps() {
