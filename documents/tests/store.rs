@@ -84,6 +84,11 @@ async fn refused_uploads_leave_nothing_behind() {
             "unsupported_file_type",
         ),
         ("scan.pdf", b"\x89PNG\r\n\x1a\n", "unsupported_file_type"),
+        (
+            "slides.ppt",
+            b"random bytes, not a compound file",
+            "unsupported_file_type",
+        ),
         ("program.exe", b"MZ\x90\x00", "unsupported_file_type"),
         ("binary.txt", b"abc\0def", "unsupported_file_type"),
         ("noext", b"hello", "unsupported_file_type"),

@@ -140,3 +140,27 @@ async fn an_image_is_marked_for_ocr_and_fails_clearly_until_ocr_exists() {
     let error = run.error.unwrap_or_default();
     assert!(error.contains("(ocr_unavailable)"), "{error}");
 }
+
+#[tokio::test]
+async fn extractor_warnings_become_events_and_an_empty_document_fails_clearly() {
+    let s = setup(Arc::new(MockProvider::default()), 12_000, 2).await;
+    // One cue of this file has no timing line: it is skipped, with a warning naming its line.
+    let run = run_default(&s, &corpus("transcripts/webvtt-py/missing_timeframe.vtt")).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let events = s.engine.store().events(&run.id, 0, 1000).await.unwrap();
+    let warnings: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == "stage_warning" && e.stage == "extract")
+        .collect();
+    assert!(!warnings.is_empty(), "{events:?}");
+    assert!(
+        warnings.iter().all(|w| w.message.contains("line")),
+        "{warnings:?}"
+    );
+
+    // A transcript with no cue has nothing to clean: the run says so instead of going on empty.
+    let run = run_default(&s, &corpus("transcripts/webvtt-py/no_captions.vtt")).await;
+    assert_eq!(run.status, RunStatus::Failed);
+    let error = run.error.unwrap_or_default();
+    assert!(error.contains("(no_text_found)"), "{error}");
+}
