@@ -173,6 +173,8 @@ pub struct Settings {
     pub extract_cache: bool,
 
     pub ocr_timeout_seconds: u64,
+    /// Tesseract languages, `+`-joined (`eng`, `eng+deu`); each needs its language pack.
+    pub ocr_languages: String,
     pub ocr_preserve_page_images: bool,
     pub ocr_rotation_retry: bool,
     pub ocr_pdf_dpi: u32,
@@ -482,6 +484,7 @@ impl Settings {
             extract_timeout_seconds: r.parse("SHELF_EXTRACT_TIMEOUT_SECONDS", 300, count),
             extract_cache: r.bool("SHELF_EXTRACT_CACHE", true),
             ocr_timeout_seconds: r.parse("SHELF_OCR_TIMEOUT_SECONDS", 120, count),
+            ocr_languages: r.string("SHELF_OCR_LANGUAGES", "eng"),
             ocr_preserve_page_images: r.bool("SHELF_OCR_PRESERVE_PAGE_IMAGES", false),
             ocr_rotation_retry: r.bool("SHELF_OCR_ROTATION_RETRY", false),
             ocr_pdf_dpi: r.parse("SHELF_OCR_PDF_DPI", 200, count),
@@ -581,6 +584,26 @@ impl Settings {
                     .into(),
             );
         }
+        if settings.ocr_timeout_seconds == 0 || settings.ocr_page_concurrency == 0 {
+            problems.push(
+                "SHELF_OCR_TIMEOUT_SECONDS and SHELF_OCR_PAGE_CONCURRENCY must be at least 1"
+                    .into(),
+            );
+        }
+        if !(50..=1200).contains(&settings.ocr_pdf_dpi) {
+            problems.push("SHELF_OCR_PDF_DPI must be between 50 and 1200".into());
+        }
+        if !(0.0..=100.0).contains(&settings.ocr_low_confidence_threshold) {
+            problems.push("SHELF_OCR_LOW_CONFIDENCE_THRESHOLD must be between 0 and 100".into());
+        }
+        let language =
+            |l: &str| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !settings.ocr_languages.split('+').all(language) {
+            problems.push(format!(
+                "SHELF_OCR_LANGUAGES={}: expected Tesseract language codes joined by + (eng, eng+deu)",
+                settings.ocr_languages
+            ));
+        }
         if settings.otel_enabled && settings.otel_endpoint.is_none() {
             problems.push("SHELF_OTEL_ENABLED=true needs SHELF_OTEL_ENDPOINT".into());
         }
@@ -664,6 +687,7 @@ impl Settings {
             },
             "ocr": {
                 "timeout_seconds": self.ocr_timeout_seconds,
+                "languages": self.ocr_languages,
                 "preserve_page_images": self.ocr_preserve_page_images,
                 "rotation_retry": self.ocr_rotation_retry,
                 "pdf_dpi": self.ocr_pdf_dpi,

@@ -17,7 +17,9 @@ use shelf_engine::{
 };
 use shelf_stages::StageDeps;
 use shelf_stages::chunk::ChunkSettings;
+use shelf_stages::correct::{CorrectionMode, CorrectionSettings};
 use shelf_stages::extract::{ExtractionSettings, Limits};
+use shelf_stages::ocr::{OcrSettings, OcrStageSettings};
 use tokio_util::sync::CancellationToken;
 
 use crate::db;
@@ -99,6 +101,25 @@ impl Shelf {
                     ..Limits::default()
                 },
                 cache: settings.extract_cache,
+            },
+            ocr: OcrStageSettings {
+                recognition: OcrSettings {
+                    languages: settings.ocr_languages.clone(),
+                    pdf_dpi: settings.ocr_pdf_dpi,
+                    page_timeout: Duration::from_secs(settings.ocr_timeout_seconds),
+                    rotation_retry: settings.ocr_rotation_retry,
+                    low_confidence_threshold: settings.ocr_low_confidence_threshold as f32,
+                    ..OcrSettings::default()
+                },
+                page_concurrency: settings.ocr_page_concurrency,
+                max_pages: settings.ocr_pdf_max_pages,
+                fail_on_page_error: settings.ocr_fail_on_page_error,
+                preserve_page_images: settings.ocr_preserve_page_images,
+            },
+            correction: CorrectionSettings {
+                mode: CorrectionMode::parse(&settings.ocr_llm_correction).unwrap_or_default(),
+                model: settings.ocr_llm_model.clone(),
+                low_confidence_threshold: settings.ocr_low_confidence_threshold,
             },
             cleaning_prompt_version: settings.cleaning_prompt_version.clone(),
             classification_prompt_version: settings.classification_prompt_version.clone(),

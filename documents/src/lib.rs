@@ -23,6 +23,7 @@ pub mod formats;
 pub mod ids;
 pub mod index;
 pub mod model;
+pub mod pages;
 mod paths;
 pub mod search;
 mod sql;

@@ -1,16 +1,121 @@
-//! `correct`: language-model correction of OCR text. Not built yet (it only follows `ocr`);
-//! running it fails with a clear error instead of passing text through unchanged.
+//! `correct`: language-model correction of OCR text, page by page. Which pages are sent is
+//! `SHELF_OCR_LLM_CORRECTION` (`always`, `low-confidence`, `never`); the model is
+//! `SHELF_OCR_LLM_MODEL` (empty: the provider's main model). A correction that rewrites the
+//! page instead of fixing it is refused and the page keeps its OCR text, with a warning event.
+//! Each page is checkpointed, so a resumed run pays for no page twice.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::Deserialize;
-use serde_json::Value;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use shelf_documents::pages::{PageRecord, PageSource, put_page};
+use shelf_documents::{DocumentStore, TextRecord};
 use shelf_engine::{Stage, StageContext, StageError};
+
+use crate::StageDeps;
+use crate::chunk::fidelity_problem;
+use crate::errors::{from_documents, from_provider};
+use crate::metrics;
+use crate::ocr::{TEXT_KIND_OCR, joined_text, this_runs_pages};
+use crate::provider::{CorrectRequest, Provider};
+
+/// Which OCR pages go to the language model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CorrectionMode {
+    /// Every OCR page.
+    #[default]
+    Always,
+    /// Pages whose confidence is under `SHELF_OCR_LOW_CONFIDENCE_THRESHOLD`.
+    LowConfidence,
+    /// None: the stage passes the OCR text through.
+    Never,
+}
+
+impl CorrectionMode {
+    /// `always`, `low-confidence` or `never`.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "always" => Some(CorrectionMode::Always),
+            "low-confidence" => Some(CorrectionMode::LowConfidence),
+            "never" => Some(CorrectionMode::Never),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            CorrectionMode::Always => "always",
+            CorrectionMode::LowConfidence => "low-confidence",
+            CorrectionMode::Never => "never",
+        }
+    }
+}
+
+/// How the `correct` stage works.
+#[derive(Debug, Clone)]
+pub struct CorrectionSettings {
+    pub mode: CorrectionMode,
+    /// The model for correction; empty: the provider's main model.
+    pub model: String,
+    /// Pages under this mean confidence are low-confidence.
+    pub low_confidence_threshold: f64,
+}
+
+impl Default for CorrectionSettings {
+    fn default() -> Self {
+        CorrectionSettings {
+            mode: CorrectionMode::Always,
+            model: String::new(),
+            low_confidence_threshold: 85.0,
+        }
+    }
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CorrectOptions {}
 
-pub struct Correct;
+pub struct Correct {
+    documents: DocumentStore,
+    provider: Arc<dyn Provider>,
+    settings: CorrectionSettings,
+    concurrency: usize,
+}
+
+impl Correct {
+    pub fn new(deps: &StageDeps) -> Self {
+        Correct {
+            documents: deps.documents.clone(),
+            provider: deps.provider.clone(),
+            settings: deps.correction.clone(),
+            concurrency: deps.llm_concurrency.max(1),
+        }
+    }
+}
+
+/// What happened to one page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Verdict {
+    Corrected,
+    /// The model returned the page as it was.
+    Unchanged,
+    /// The model rewrote the page; it keeps its OCR text.
+    Rejected,
+}
+
+/// A page's checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CorrectedPage {
+    text: String,
+    verdict: Verdict,
+    problem: Option<String>,
+}
 
 #[async_trait]
 impl Stage for Correct {
@@ -20,11 +125,267 @@ impl Stage for Correct {
     async fn run(
         &self,
         _options: &CorrectOptions,
-        _ctx: &StageContext,
+        ctx: &StageContext,
     ) -> Result<Value, StageError> {
-        Err(StageError::fatal(
-            "stage_unavailable",
-            "OCR correction is not available in this version of shelf",
-        ))
+        let db = &self.documents.db;
+        let document_id = ctx.subject.clone();
+        let mode = self.settings.mode;
+        let mut pages = this_runs_pages(db, ctx, &document_id).await?;
+        let threshold = self.settings.low_confidence_threshold;
+        let chosen: Vec<PageRecord> = pages
+            .iter()
+            .filter(|p| p.source == PageSource::Ocr && !p.text.trim().is_empty())
+            .filter(|p| match mode {
+                CorrectionMode::Always => true,
+                CorrectionMode::LowConfidence => p.confidence.is_some_and(|c| c < threshold),
+                CorrectionMode::Never => false,
+            })
+            .cloned()
+            .collect();
+        if mode == CorrectionMode::Never {
+            ctx.event(
+                "stage_note",
+                "OCR correction is off (SHELF_OCR_LLM_CORRECTION=never): OCR text kept as read",
+            )
+            .await?;
+        }
+        let pending: Vec<_> = chosen
+            .iter()
+            .map(|page| self.correct_page(ctx, page))
+            .collect();
+        let results: Vec<Result<(u32, CorrectedPage, bool), StageError>> =
+            futures::stream::iter(pending)
+                .buffered(self.concurrency)
+                .collect()
+                .await;
+        let mut verdicts: HashMap<u32, CorrectedPage> = HashMap::new();
+        let mut reused = 0usize;
+        for result in results {
+            let (number, page, was_reused) = result?;
+            reused += usize::from(was_reused);
+            verdicts.insert(number, page);
+        }
+        let count = |v: Verdict| verdicts.values().filter(|p| p.verdict == v).count();
+        let (corrected, unchanged, rejected) = (
+            count(Verdict::Corrected),
+            count(Verdict::Unchanged),
+            count(Verdict::Rejected),
+        );
+        for page in &mut pages {
+            if let Some(done) = verdicts.get(&page.number) {
+                apply(page, done);
+            }
+        }
+        if !chosen.is_empty() && corrected == 0 {
+            ctx.event(
+                "stage_note",
+                format!(
+                    "correction changed nothing on the {} page(s) sent ({} unchanged, {} refused)",
+                    chosen.len(),
+                    unchanged,
+                    rejected
+                ),
+            )
+            .await?;
+        }
+        if reused > 0 {
+            ctx.event(
+                "pages_reused",
+                format!(
+                    "{reused} of {} corrected pages reused from checkpoints",
+                    chosen.len()
+                ),
+            )
+            .await?;
+        }
+        let body = joined_text(&pages);
+        let chars = body.chars().count();
+        let text_id = format!("{}:{}", ctx.run_id, ctx.stage);
+        shelf_documents::put_text(
+            db,
+            &TextRecord {
+                id: text_id.clone(),
+                document_id: document_id.clone(),
+                run_id: ctx.run_id.clone(),
+                kind: TEXT_KIND_OCR.into(),
+                body,
+            },
+        )
+        .await
+        .map_err(from_documents)?;
+        let rejected_pages: Vec<u32> = sorted_numbers(&verdicts, Verdict::Rejected);
+        Ok(json!({
+            "text_id": text_id,
+            "pages_run_id": ctx.run_id,
+            "chars": chars,
+            "mode": mode.as_str(),
+            "provider": self.provider.name(),
+            "pages_sent": chosen.len(),
+            "corrected_pages": corrected,
+            "unchanged_pages": unchanged,
+            "rejected_pages": rejected_pages,
+            "reused_pages": reused,
+        }))
+    }
+}
+
+impl Correct {
+    async fn correct_page(
+        &self,
+        ctx: &StageContext,
+        page: &PageRecord,
+    ) -> Result<(u32, CorrectedPage, bool), StageError> {
+        let (number, text) = (page.number, page.text.as_str());
+        // The key names the page's content, so a page read again differently is corrected again.
+        let digest = hex::encode(&Sha256::digest(format!("{}\0{text}", self.settings.model))[..8]);
+        let key = format!("page-{number}-{digest}");
+        if let Some(done) = ctx.part::<CorrectedPage>(&key).await? {
+            return Ok((number, done, true));
+        }
+        let proposed = self
+            .provider
+            .correct(CorrectRequest {
+                text,
+                model: &self.settings.model,
+            })
+            .await
+            .map_err(from_provider)?;
+        let done = if proposed == text {
+            CorrectedPage {
+                text: text.to_string(),
+                verdict: Verdict::Unchanged,
+                problem: None,
+            }
+        } else if let Some(problem) = correction_problem(text, &proposed) {
+            metrics::ocr().correction_rejected();
+            ctx.event(
+                "stage_warning",
+                format!("page {number} kept its OCR text: the correction was refused ({problem})"),
+            )
+            .await?;
+            CorrectedPage {
+                text: text.to_string(),
+                verdict: Verdict::Rejected,
+                problem: Some(problem),
+            }
+        } else {
+            metrics::ocr().page_corrected();
+            CorrectedPage {
+                text: proposed,
+                verdict: Verdict::Corrected,
+                problem: None,
+            }
+        };
+        ctx.save_part(&key, &done).await?;
+        let mut record = page.clone();
+        apply(&mut record, &done);
+        put_page(&self.documents.db, &ctx.subject, &ctx.run_id, &record)
+            .await
+            .map_err(from_documents)?;
+        Ok((number, done, false))
+    }
+}
+
+fn apply(page: &mut PageRecord, done: &CorrectedPage) {
+    page.text = done.text.clone();
+    page.corrected = done.verdict == Verdict::Corrected;
+    if let Some(problem) = &done.problem {
+        let warning = format!("correction refused: {problem}");
+        if !page.warnings.contains(&warning) {
+            page.warnings.push(warning);
+        }
+    }
+}
+
+fn sorted_numbers(verdicts: &HashMap<u32, CorrectedPage>, verdict: Verdict) -> Vec<u32> {
+    let mut numbers: Vec<u32> = verdicts
+        .iter()
+        .filter(|(_, p)| p.verdict == verdict)
+        .map(|(n, _)| *n)
+        .collect();
+    numbers.sort_unstable();
+    numbers
+}
+
+/// Why a proposed correction is not a correction: what the cleaning check refuses (length,
+/// lost numbers and identifiers), or too few of the page's words kept. Fixing OCR errors
+/// changes a few words; a rewrite changes most.
+fn correction_problem(source: &str, corrected: &str) -> Option<String> {
+    if let Some(problem) = fidelity_problem(source, corrected) {
+        return Some(problem);
+    }
+    let words = |s: &str| -> Vec<String> {
+        s.split_whitespace()
+            .map(|w| {
+                w.trim_matches(|c: char| !c.is_alphanumeric())
+                    .to_lowercase()
+            })
+            .filter(|w| !w.is_empty())
+            .collect()
+    };
+    let before = words(source);
+    if before.is_empty() {
+        return None;
+    }
+    let mut after: HashMap<String, usize> = HashMap::new();
+    for word in words(corrected) {
+        *after.entry(word).or_default() += 1;
+    }
+    let kept = before
+        .iter()
+        .filter(|w| match after.get_mut(*w) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        })
+        .count();
+    let share = kept as f64 / before.len() as f64;
+    let floor = if before.len() >= 20 { 0.8 } else { 0.5 };
+    (share < floor).then(|| {
+        format!(
+            "only {:.0}% of the page's words kept (at least {:.0}% expected of a correction)",
+            share * 100.0,
+            floor * 100.0
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_few_fixed_words_are_a_correction() {
+        let source = "Tbe quick brovvn fox jumps over the lazy dog. It was a c0ld day in the \
+                      north of the country, and the fox was hungry after a long winter.";
+        let fixed = "The quick brown fox jumps over the lazy dog. It was a cold day in the \
+                     north of the country, and the fox was hungry after a long winter.";
+        assert_eq!(correction_problem(source, fixed), None);
+    }
+
+    #[test]
+    fn a_rewrite_is_refused() {
+        let source = "The committee met on Tuesday to review the budget for the coming year and \
+                      agreed to postpone the decision on the new library until the spring.";
+        let rewrite = "On Tuesday a group gathered, looked over next year's spending plan, and \
+                       chose to delay choosing about building another book depot till later on.";
+        assert!(correction_problem(source, rewrite).is_some());
+        assert!(correction_problem(source, "A meeting happened.").is_some());
+    }
+
+    #[test]
+    fn modes_parse_from_the_setting() {
+        assert_eq!(
+            CorrectionMode::parse("always"),
+            Some(CorrectionMode::Always)
+        );
+        assert_eq!(
+            CorrectionMode::parse("low-confidence"),
+            Some(CorrectionMode::LowConfidence)
+        );
+        assert_eq!(CorrectionMode::parse("never"), Some(CorrectionMode::Never));
+        assert_eq!(CorrectionMode::parse("sometimes"), None);
     }
 }

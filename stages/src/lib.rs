@@ -8,6 +8,7 @@ pub mod correct;
 pub mod errors;
 pub mod extract;
 pub mod index;
+pub mod metrics;
 pub mod ocr;
 pub mod provider;
 pub mod summarize;
@@ -29,6 +30,10 @@ pub struct StageDeps {
     pub llm_concurrency: usize,
     /// How `extract` reads files: size cap, extractor limits, cache.
     pub extraction: extract::ExtractionSettings,
+    /// How `ocr` recognizes pages (`SHELF_OCR_*`).
+    pub ocr: ocr::OcrStageSettings,
+    /// Which OCR pages `correct` sends to the model, and which model.
+    pub correction: correct::CorrectionSettings,
     /// `SHELF_CLEANING_PROMPT_VERSION`, used when a stage's options do not name one.
     pub cleaning_prompt_version: String,
     /// `SHELF_CLASSIFICATION_PROMPT_VERSION`, likewise.
@@ -40,8 +45,8 @@ pub fn registry(deps: &StageDeps) -> Registry {
     let mut registry = Registry::new();
     registry
         .register(extract::Extract::new(deps))
-        .register(ocr::Ocr)
-        .register(correct::Correct)
+        .register(ocr::Ocr::new(deps))
+        .register(correct::Correct::new(deps))
         .register(clean::Clean::new(deps))
         .register(classify::Classify::new(deps))
         .register(summarize::Summarize::new(deps))

@@ -5,5 +5,6 @@ mod api;
 mod cli;
 mod crash;
 mod formats;
+mod ocr;
 mod support;
 mod tidy;

@@ -32,6 +32,13 @@ impl Provider for LocalProvider {
         NAME
     }
 
+    async fn correct(
+        &self,
+        _request: crate::provider::CorrectRequest<'_>,
+    ) -> Result<String, ProviderError> {
+        todo!()
+    }
+
     async fn clean(&self, request: CleanRequest<'_>) -> Result<String, ProviderError> {
         Ok(clean_text(request.text))
     }

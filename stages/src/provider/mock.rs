@@ -39,6 +39,13 @@ impl Provider for MockProvider {
         "mock"
     }
 
+    async fn correct(
+        &self,
+        _request: crate::provider::CorrectRequest<'_>,
+    ) -> Result<String, ProviderError> {
+        todo!()
+    }
+
     async fn clean(&self, request: CleanRequest<'_>) -> Result<String, ProviderError> {
         self.pause().await;
         Ok(normalize_whitespace(request.text))

@@ -29,6 +29,14 @@ pub struct CleanRequest<'a> {
     pub prompt_version: &'a str,
 }
 
+/// One OCR page to correct.
+#[derive(Debug, Clone, Copy)]
+pub struct CorrectRequest<'a> {
+    pub text: &'a str,
+    /// The model to use (`SHELF_OCR_LLM_MODEL`); empty means the provider's main model.
+    pub model: &'a str,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Classification {
     /// A Dewey code such as `636.1`.
@@ -52,6 +60,10 @@ pub trait Provider: Send + Sync {
     /// Copy-edits one chunk: fixes spacing, hyphenation and obvious typos, keeps every word of
     /// content, number and identifier.
     async fn clean(&self, request: CleanRequest<'_>) -> Result<String, ProviderError>;
+
+    /// Fixes OCR errors in one page (misread characters, words split across lines) and
+    /// nothing else: no rewording, no reflowing beyond rejoined words.
+    async fn correct(&self, request: CorrectRequest<'_>) -> Result<String, ProviderError>;
 
     async fn classify(
         &self,

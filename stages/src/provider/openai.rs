@@ -922,6 +922,13 @@ impl Provider for OpenAiCompatibleProvider {
         NAME
     }
 
+    async fn correct(
+        &self,
+        _request: crate::provider::CorrectRequest<'_>,
+    ) -> Result<String, ProviderError> {
+        todo!()
+    }
+
     async fn clean(&self, request: CleanRequest<'_>) -> Result<String, ProviderError> {
         let system = cleaning_system_prompt(request.prompt_version).ok_or_else(|| {
             fatal(

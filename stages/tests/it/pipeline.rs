@@ -38,6 +38,8 @@ pub async fn setup(provider: Arc<dyn Provider>, target_chars: usize, concurrency
             max_bytes: 10 * 1024 * 1024,
             ..Default::default()
         },
+        ocr: Default::default(),
+        correction: Default::default(),
         cleaning_prompt_version: "cmos_v4".into(),
         classification_prompt_version: "dewey_v2".into(),
     };

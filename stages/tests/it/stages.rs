@@ -27,6 +27,13 @@ impl Provider for Probe {
         "probe"
     }
 
+    async fn correct(
+        &self,
+        _request: shelf_stages::provider::CorrectRequest<'_>,
+    ) -> Result<String, ProviderError> {
+        todo!()
+    }
+
     async fn clean(&self, request: CleanRequest<'_>) -> Result<String, ProviderError> {
         let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_active.fetch_max(now, Ordering::SeqCst);
