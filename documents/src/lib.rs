@@ -40,6 +40,7 @@ pub use formats::{
 pub use ids::{document_id, is_document_id, is_sha256_hex, sha256_file, sha256_hex};
 pub use index::{index_document, index_document_in, remove_from_index};
 pub use model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
+pub use pages::{ListedPage, PageListing, PageRecord, PageSource, PageSummary};
 pub use search::{
     FacetCount, MatchMode, NormalizedQuery, SearchBody, SearchFacets, SearchHit, SearchIds,
     SearchPage, SearchRequest, SearchScope, normalize_query, parse_timestamp, search_facets,

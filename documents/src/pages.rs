@@ -3,12 +3,29 @@
 //! error and the kept page image. The `extract` stage writes them, `ocr` and `correct` update
 //! them, and `GET /documents/{id}/pages` and `shelf pages` read the latest run's.
 //!
-//! SKELETON: the interface the stages are written against.
+//! Only the latest runs keep records: writing a run's records removes those of the document's
+//! other runs that are no longer queued or running, so the table holds at most a few runs per
+//! document however often it is reprocessed.
 
-use sea_orm::ConnectionTrait;
+use std::collections::BTreeSet;
+
+use sea_orm::{ConnectionTrait, QueryResult, Value};
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{DocumentsError, Result};
+use crate::sql::{get_u64, stmt, to_i64};
+use crate::store::find_document;
+
+/// Rows per statement: writes stay short (each statement is its own small transaction, so
+/// other writers wait at most one batch) and far under SQLite's bound-value limit.
+const BATCH_ROWS: usize = 200;
+
+/// Columns of `document_pages` read into a [`PageRecord`].
+const PAGE_COLUMNS: &str = "number, source, text, confidence, rotation_degrees, attempts, \
+     corrected, warnings, error, image_path";
+
+/// A listing's condition for `failures_only`.
+const FAILURE_CONDITION: &str = "(source = 'failed' OR error IS NOT NULL OR warnings <> '[]')";
 
 /// Where a page's text came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,6 +39,29 @@ pub enum PageSource {
     Failed,
     /// Needs OCR, not read yet (the run is before or in its `ocr` stage, or skipped it).
     Pending,
+}
+
+impl PageSource {
+    /// The persisted (and serialized) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PageSource::TextLayer => "text_layer",
+            PageSource::Ocr => "ocr",
+            PageSource::Failed => "failed",
+            PageSource::Pending => "pending",
+        }
+    }
+
+    /// The source of a persisted name.
+    pub fn parse(value: &str) -> Option<Self> {
+        Some(match value {
+            "text_layer" => PageSource::TextLayer,
+            "ocr" => PageSource::Ocr,
+            "failed" => PageSource::Failed,
+            "pending" => PageSource::Pending,
+            _ => return None,
+        })
+    }
 }
 
 /// One page of a document in one run.
@@ -46,6 +86,56 @@ pub struct PageRecord {
     pub image_path: Option<String>,
 }
 
+impl PageRecord {
+    /// A page the file's text layer covers.
+    pub fn text_layer(number: u32, text: impl Into<String>) -> Self {
+        PageRecord {
+            source: PageSource::TextLayer,
+            text: text.into(),
+            ..PageRecord::pending(number)
+        }
+    }
+
+    /// A page waiting for OCR.
+    pub fn pending(number: u32) -> Self {
+        PageRecord {
+            number,
+            source: PageSource::Pending,
+            text: String::new(),
+            confidence: None,
+            rotation_degrees: None,
+            attempts: 0,
+            corrected: false,
+            warnings: Vec::new(),
+            error: None,
+            image_path: None,
+        }
+    }
+}
+
+/// A page record as listed: every field of [`PageRecord`] but its text, which the listing
+/// replaces by its length (`chars`), so a listing of a thousand pages stays small.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ListedPage {
+    /// 1-based.
+    pub number: u32,
+    pub source: PageSource,
+    /// Mean OCR word confidence, 0 to 100; `None` for text-layer and pending pages.
+    pub confidence: Option<f64>,
+    /// Clockwise rotation OCR applied to make the page upright.
+    pub rotation_degrees: Option<u32>,
+    /// Characters of the page's current text.
+    pub chars: u64,
+    /// Recognition passes made on the page.
+    pub attempts: u32,
+    /// The language model's correction was kept.
+    pub corrected: bool,
+    pub warnings: Vec<String>,
+    pub error: Option<String>,
+    /// The kept page image, relative to the data directory.
+    pub image_path: Option<String>,
+}
+
 /// Counts over all of a run's pages.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PageSummary {
@@ -57,7 +147,7 @@ pub struct PageSummary {
     pub corrected: u64,
     /// Pages with warnings.
     pub with_warnings: u64,
-    /// Mean confidence of OCR pages; `None` without any.
+    /// Mean confidence of OCR pages (rounded to 0.1); `None` without any.
     pub average_confidence: Option<f64>,
     pub attempts: u64,
 }
@@ -66,54 +156,342 @@ pub struct PageSummary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PageListing {
     pub document_id: String,
-    /// The run the records are from (the document's latest run that recorded pages).
+    /// The run the records are from (the document's latest run that recorded pages); `None`
+    /// when no run recorded pages.
     pub run_id: Option<String>,
+    /// Over every page of the run, whatever the filter and the page.
     pub summary: PageSummary,
     /// Records matching the filter (all, or failures only).
     pub total: u64,
     pub limit: u64,
     pub offset: u64,
-    pub pages: Vec<PageRecord>,
+    pub pages: Vec<ListedPage>,
 }
 
-/// Replaces the page records of `run_id` for the document (idempotent on replay). Written in
-/// small batches.
+/// Replaces the page records of `run_id` for the document (idempotent on replay), and removes
+/// the records of the document's other runs that are no longer queued or running.
+///
+/// Written in batches of at most 200 rows per statement, each its own short transaction: the
+/// new records are upserted first and the run's stale ones deleted after, so a reader never
+/// sees the run without records.
 pub async fn put_pages(
-    _conn: &impl ConnectionTrait,
-    _document_id: &str,
-    _run_id: &str,
-    _pages: &[PageRecord],
+    conn: &impl ConnectionTrait,
+    document_id: &str,
+    run_id: &str,
+    pages: &[PageRecord],
 ) -> Result<()> {
-    todo!()
+    for batch in pages.chunks(BATCH_ROWS) {
+        conn.execute_raw(upsert_statement(document_id, run_id, batch)?)
+            .await?;
+    }
+
+    let wanted: BTreeSet<u32> = pages.iter().map(|p| p.number).collect();
+    let rows = conn
+        .query_all_raw(stmt(
+            "SELECT number FROM document_pages WHERE document_id = ? AND run_id = ?",
+            [document_id.to_string().into(), run_id.to_string().into()],
+        ))
+        .await?;
+    let mut stale = Vec::new();
+    for row in &rows {
+        let number: i64 = row.try_get("", "number")?;
+        if u32::try_from(number).map_or(true, |n| !wanted.contains(&n)) {
+            stale.push(number);
+        }
+    }
+    for batch in stale.chunks(BATCH_ROWS) {
+        let placeholders = vec!["?"; batch.len()].join(", ");
+        let mut values: Vec<Value> =
+            vec![document_id.to_string().into(), run_id.to_string().into()];
+        values.extend(batch.iter().map(|n| Value::from(*n)));
+        conn.execute_raw(stmt(
+            &format!(
+                "DELETE FROM document_pages WHERE document_id = ? AND run_id = ? \
+                 AND number IN ({placeholders})"
+            ),
+            values,
+        ))
+        .await?;
+    }
+
+    // Runs still queued or running may yet read or update their records; finished (or
+    // deleted) runs' records are superseded by this run's.
+    conn.execute_raw(stmt(
+        "DELETE FROM document_pages WHERE document_id = ? AND run_id <> ? \
+         AND run_id NOT IN (SELECT id FROM runs WHERE subject = ? \
+         AND status IN ('queued', 'running'))",
+        [
+            document_id.to_string().into(),
+            run_id.to_string().into(),
+            document_id.to_string().into(),
+        ],
+    ))
+    .await?;
+    Ok(())
 }
 
 /// Writes one page record of a run (insert or replace).
 pub async fn put_page(
-    _conn: &impl ConnectionTrait,
-    _document_id: &str,
-    _run_id: &str,
-    _page: &PageRecord,
+    conn: &impl ConnectionTrait,
+    document_id: &str,
+    run_id: &str,
+    page: &PageRecord,
 ) -> Result<()> {
-    todo!()
+    conn.execute_raw(upsert_statement(
+        document_id,
+        run_id,
+        std::slice::from_ref(page),
+    )?)
+    .await?;
+    Ok(())
 }
 
 /// Every page record of one run of the document, text included, in page order.
 pub async fn run_pages(
-    _conn: &impl ConnectionTrait,
-    _document_id: &str,
-    _run_id: &str,
+    conn: &impl ConnectionTrait,
+    document_id: &str,
+    run_id: &str,
 ) -> Result<Vec<PageRecord>> {
-    todo!()
+    let rows = conn
+        .query_all_raw(stmt(
+            &format!(
+                "SELECT {PAGE_COLUMNS} FROM document_pages WHERE document_id = ? AND run_id = ? \
+                 ORDER BY number"
+            ),
+            [document_id.to_string().into(), run_id.to_string().into()],
+        ))
+        .await?;
+    rows.iter().map(record_from_row).collect()
 }
 
 /// The page records of the document's latest run that has any, without text; `failures_only`
 /// keeps failed pages and pages with an error or warnings. `not_found` for an unknown document.
 pub async fn page_listing(
-    _conn: &impl ConnectionTrait,
-    _document_id: &str,
-    _limit: u64,
-    _offset: u64,
-    _failures_only: bool,
+    conn: &impl ConnectionTrait,
+    document_id: &str,
+    limit: u64,
+    offset: u64,
+    failures_only: bool,
 ) -> Result<PageListing> {
-    todo!()
+    if find_document(conn, document_id).await?.is_none() {
+        return Err(DocumentsError::NotFound {
+            id: document_id.to_string(),
+        });
+    }
+    let mut listing = PageListing {
+        document_id: document_id.to_string(),
+        run_id: None,
+        summary: PageSummary::default(),
+        total: 0,
+        limit,
+        offset,
+        pages: Vec::new(),
+    };
+    // Latest by the run's creation (then its insertion order); records of a run whose row is
+    // gone count as oldest.
+    let latest = conn
+        .query_one_raw(stmt(
+            "SELECT p.run_id FROM (SELECT DISTINCT run_id FROM document_pages \
+             WHERE document_id = ?) p LEFT JOIN runs r ON r.id = p.run_id \
+             ORDER BY r.created_at IS NULL, r.created_at DESC, r.rowid DESC, p.run_id DESC \
+             LIMIT 1",
+            [document_id.to_string().into()],
+        ))
+        .await?;
+    let Some(latest) = latest else {
+        return Ok(listing);
+    };
+    let run_id: String = latest.try_get("", "run_id")?;
+    let keys = || -> Vec<Value> { vec![document_id.to_string().into(), run_id.clone().into()] };
+
+    let summary = conn
+        .query_one_raw(stmt(
+            &format!(
+                "SELECT count(*) AS pages, \
+                 coalesce(sum(source = 'text_layer'), 0) AS text_layer, \
+                 coalesce(sum(source = 'ocr'), 0) AS ocr, \
+                 coalesce(sum(source = 'failed'), 0) AS failed, \
+                 coalesce(sum(source = 'pending'), 0) AS pending, \
+                 coalesce(sum(corrected <> 0), 0) AS corrected, \
+                 coalesce(sum(warnings <> '[]'), 0) AS with_warnings, \
+                 avg(CASE WHEN source = 'ocr' THEN confidence END) AS average_confidence, \
+                 coalesce(sum(attempts), 0) AS attempts, \
+                 coalesce(sum({FAILURE_CONDITION}), 0) AS failures \
+                 FROM document_pages WHERE document_id = ? AND run_id = ?"
+            ),
+            keys(),
+        ))
+        .await?
+        .ok_or_else(|| DocumentsError::corrupt("page summary returned no row"))?;
+    listing.summary = PageSummary {
+        pages: get_u64(&summary, "pages")?,
+        text_layer: get_u64(&summary, "text_layer")?,
+        ocr: get_u64(&summary, "ocr")?,
+        failed: get_u64(&summary, "failed")?,
+        pending: get_u64(&summary, "pending")?,
+        corrected: get_u64(&summary, "corrected")?,
+        with_warnings: get_u64(&summary, "with_warnings")?,
+        average_confidence: summary
+            .try_get::<Option<f64>>("", "average_confidence")?
+            .map(|mean| (mean * 10.0).round() / 10.0),
+        attempts: get_u64(&summary, "attempts")?,
+    };
+    listing.total = if failures_only {
+        get_u64(&summary, "failures")?
+    } else {
+        listing.summary.pages
+    };
+
+    let filter = if failures_only {
+        format!(" AND {FAILURE_CONDITION}")
+    } else {
+        String::new()
+    };
+    let mut values = keys();
+    values.push(to_i64(limit).into());
+    values.push(to_i64(offset).into());
+    let rows = conn
+        .query_all_raw(stmt(
+            &format!(
+                "SELECT number, source, length(text) AS chars, confidence, rotation_degrees, \
+                 attempts, corrected, warnings, error, image_path FROM document_pages \
+                 WHERE document_id = ? AND run_id = ?{filter} ORDER BY number LIMIT ? OFFSET ?"
+            ),
+            values,
+        ))
+        .await?;
+    listing.pages = rows.iter().map(listed_from_row).collect::<Result<_>>()?;
+    listing.run_id = Some(run_id);
+    Ok(listing)
+}
+
+/// `INSERT … ON CONFLICT DO UPDATE` of a batch of one run's records.
+fn upsert_statement(
+    document_id: &str,
+    run_id: &str,
+    pages: &[PageRecord],
+) -> Result<sea_orm::Statement> {
+    let placeholders = vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"; pages.len()].join(", ");
+    let mut values: Vec<Value> = Vec::with_capacity(pages.len() * 12);
+    for page in pages {
+        let warnings = serde_json::to_string(&page.warnings)
+            .map_err(|e| DocumentsError::corrupt(format!("cannot encode page warnings: {e}")))?;
+        values.push(document_id.to_string().into());
+        values.push(run_id.to_string().into());
+        values.push(i64::from(page.number).into());
+        values.push(page.source.as_str().into());
+        values.push(page.text.clone().into());
+        values.push(page.confidence.filter(|c| c.is_finite()).into());
+        values.push(page.rotation_degrees.map(i64::from).into());
+        values.push(i64::from(page.attempts).into());
+        values.push(page.corrected.into());
+        values.push(warnings.into());
+        values.push(page.error.clone().into());
+        values.push(page.image_path.clone().into());
+    }
+    Ok(stmt(
+        &format!(
+            "INSERT INTO document_pages (document_id, run_id, number, source, text, confidence, \
+             rotation_degrees, attempts, corrected, warnings, error, image_path) \
+             VALUES {placeholders} \
+             ON CONFLICT (document_id, run_id, number) DO UPDATE SET source = excluded.source, \
+             text = excluded.text, confidence = excluded.confidence, \
+             rotation_degrees = excluded.rotation_degrees, attempts = excluded.attempts, \
+             corrected = excluded.corrected, warnings = excluded.warnings, \
+             error = excluded.error, image_path = excluded.image_path"
+        ),
+        values,
+    ))
+}
+
+/// The fields every row shape shares.
+struct Common {
+    number: u32,
+    source: PageSource,
+    confidence: Option<f64>,
+    rotation_degrees: Option<u32>,
+    attempts: u32,
+    corrected: bool,
+    warnings: Vec<String>,
+    error: Option<String>,
+    image_path: Option<String>,
+}
+
+fn common_from_row(row: &QueryResult) -> Result<Common> {
+    let number: i64 = row.try_get("", "number")?;
+    let number = u32::try_from(number)
+        .map_err(|_| DocumentsError::corrupt(format!("page number {number} out of range")))?;
+    let source_text: String = row.try_get("", "source")?;
+    let source = PageSource::parse(&source_text).ok_or_else(|| {
+        DocumentsError::corrupt(format!("page {number} has source {source_text}"))
+    })?;
+    let warnings_text: String = row.try_get("", "warnings")?;
+    let warnings: Vec<String> = serde_json::from_str(&warnings_text)
+        .map_err(|e| DocumentsError::corrupt(format!("page {number} warnings: {e}")))?;
+    let small = |value: Option<i64>| value.map(|v| u32::try_from(v).unwrap_or(0));
+    Ok(Common {
+        number,
+        source,
+        confidence: row.try_get("", "confidence")?,
+        rotation_degrees: small(row.try_get("", "rotation_degrees")?),
+        attempts: small(Some(row.try_get("", "attempts")?)).unwrap_or(0),
+        corrected: row.try_get::<i64>("", "corrected")? != 0,
+        warnings,
+        error: row.try_get("", "error")?,
+        image_path: row.try_get("", "image_path")?,
+    })
+}
+
+fn record_from_row(row: &QueryResult) -> Result<PageRecord> {
+    let c = common_from_row(row)?;
+    Ok(PageRecord {
+        number: c.number,
+        source: c.source,
+        text: row.try_get("", "text")?,
+        confidence: c.confidence,
+        rotation_degrees: c.rotation_degrees,
+        attempts: c.attempts,
+        corrected: c.corrected,
+        warnings: c.warnings,
+        error: c.error,
+        image_path: c.image_path,
+    })
+}
+
+fn listed_from_row(row: &QueryResult) -> Result<ListedPage> {
+    let c = common_from_row(row)?;
+    Ok(ListedPage {
+        number: c.number,
+        source: c.source,
+        confidence: c.confidence,
+        rotation_degrees: c.rotation_degrees,
+        chars: get_u64(row, "chars")?,
+        attempts: c.attempts,
+        corrected: c.corrected,
+        warnings: c.warnings,
+        error: c.error,
+        image_path: c.image_path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_round_trip_their_names() {
+        for source in [
+            PageSource::TextLayer,
+            PageSource::Ocr,
+            PageSource::Failed,
+            PageSource::Pending,
+        ] {
+            assert_eq!(PageSource::parse(source.as_str()), Some(source));
+            assert_eq!(
+                serde_json::to_value(source).ok(),
+                Some(serde_json::Value::String(source.as_str().into()))
+            );
+        }
+        assert_eq!(PageSource::parse("scanned"), None);
+    }
 }

@@ -11,6 +11,8 @@ use crate::ids::is_document_id;
 pub const UPLOADS_DIR: &str = "uploads";
 /// Staging directory (under `uploads`) where callers write incoming uploads.
 pub const STAGING_DIR: &str = ".staging";
+/// Directory of kept OCR page images (`page-images/<id>/page-NNNN.png`).
+pub const PAGE_IMAGES_DIR: &str = "page-images";
 /// Directory (under `uploads`) that holds a deleted document's files until removal.
 pub const TRASH_DIR: &str = ".trash";
 

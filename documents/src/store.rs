@@ -11,10 +11,12 @@ use crate::dewey;
 use crate::error::{DocumentsError, Result};
 use crate::filename::{extension_of, normalize_filename};
 use crate::formats::{Format, check_container, check_content, check_extension};
+use crate::ids::is_document_id;
 use crate::ids::{SNIFF_BYTES, document_id, is_sha256_hex, sha256_reader};
 use crate::model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
 use crate::paths::{
-    STAGING_DIR, TRASH_DIR, UPLOADS_DIR, check_no_symlinks, join_all, owned_upload_components,
+    PAGE_IMAGES_DIR, STAGING_DIR, TRASH_DIR, UPLOADS_DIR, check_no_symlinks, join_all,
+    owned_upload_components,
 };
 use crate::sql::{begin_immediate, get_u64, now_timestamp, stmt, to_i64};
 use crate::texts::TEXT_KIND_CLEANED;
@@ -48,6 +50,27 @@ impl DocumentStore {
     /// `<data_dir>/uploads/.staging`, where callers write incoming uploads.
     pub fn staging_dir(&self) -> PathBuf {
         self.uploads_dir().join(STAGING_DIR)
+    }
+
+    /// `<data_dir>/page-images/<id>`, where OCR keeps a document's page images.
+    pub fn page_images_dir(&self, id: &str) -> PathBuf {
+        join_all(&self.data_dir, &[PAGE_IMAGES_DIR, id])
+    }
+
+    /// Creates a document's page-image directory and returns it, refusing (`InvalidPath`) an
+    /// id that is not a document id and a symlinked `page-images` or `page-images/<id>`,
+    /// before and after creating it.
+    pub async fn create_page_images_dir(&self, id: &str) -> Result<PathBuf> {
+        if !is_document_id(id) {
+            return Err(DocumentsError::InvalidPath {
+                detail: "not a document id".into(),
+            });
+        }
+        check_no_symlinks(&self.data_dir, &[PAGE_IMAGES_DIR, id]).await?;
+        let dir = self.page_images_dir(id);
+        tokio::fs::create_dir_all(&dir).await?;
+        check_no_symlinks(&self.data_dir, &[PAGE_IMAGES_DIR, id]).await?;
+        Ok(dir)
     }
 
     /// Creates the staging directory after checking that neither it nor `uploads` is a
@@ -339,10 +362,11 @@ impl DocumentStore {
     }
 
     /// Deletes a document with everything that depends on it, in one IMMEDIATE transaction:
-    /// its search rows, texts, the engine's runs (stages, parts and events cascade) and the
-    /// row itself. Owned upload files are removed afterwards; upload boundaries are checked
-    /// first, so a symlinked `uploads` directory refuses the delete (`InvalidPath`) before
-    /// anything is removed. Nothing is ever created for non-upload documents.
+    /// its search rows, texts, page records, the engine's runs (stages, parts and events
+    /// cascade) and the row itself. Owned upload files and kept page images are removed
+    /// afterwards; their boundaries are checked first, so a symlinked `uploads` or
+    /// `page-images` directory refuses the delete (`InvalidPath`) before anything is removed.
+    /// Nothing is ever created for non-upload documents.
     pub async fn delete(&self, id: &str) -> Result<Deleted> {
         let doc = self.get(id).await?;
         let owned = match doc.source_kind {
@@ -358,6 +382,12 @@ impl DocumentStore {
             }
             SourceKind::Import => false,
         };
+        // Every document may have page images; a symlinked boundary refuses the delete
+        // before anything is removed, like the upload boundary.
+        let page_images = is_document_id(id);
+        if page_images {
+            check_no_symlinks(&self.data_dir, &[PAGE_IMAGES_DIR, id]).await?;
+        }
 
         let txn = begin_immediate(&self.db).await?;
         let Some(row) = txn
@@ -406,6 +436,9 @@ impl DocumentStore {
             return Err(err.into());
         }
 
+        if page_images && let Err(err) = remove_dir_all_if_exists(&self.page_images_dir(id)).await {
+            tracing::warn!(document_id = %id, error = %err, "removing page images failed");
+        }
         let removed_files = match trashed {
             Some(target) => match remove_dir_all_if_exists(&target).await {
                 Ok(()) => true,
@@ -429,7 +462,7 @@ impl DocumentStore {
 }
 
 /// The statements that remove a document and everything depending on it (search rows,
-/// texts, runs, the row). Run them inside one transaction.
+/// texts, segments, page records, runs, the row). Run them inside one transaction.
 pub fn delete_statements(document_id: &str, pk: i64) -> Vec<Statement> {
     vec![
         stmt("DELETE FROM search_cleaned WHERE rowid = ?", [pk.into()]),
@@ -440,6 +473,10 @@ pub fn delete_statements(document_id: &str, pk: i64) -> Vec<Statement> {
         ),
         stmt(
             "DELETE FROM document_segments WHERE document_id = ?",
+            [document_id.to_string().into()],
+        ),
+        stmt(
+            "DELETE FROM document_pages WHERE document_id = ?",
             [document_id.to_string().into()],
         ),
         // The cache holds the document's text: it goes with the document.

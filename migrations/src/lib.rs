@@ -5,6 +5,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_init;
 mod m20261122_000001_extractions;
+mod m20261123_000001_pages;
 
 pub struct Migrator;
 
@@ -14,6 +15,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261121_000001_init::Migration),
             Box::new(m20261122_000001_extractions::Migration),
+            Box::new(m20261123_000001_pages::Migration),
         ]
     }
 }

@@ -1,7 +1,9 @@
 //! `extract`: reads the document's file and turns it into raw text (Markdown) with the
 //! extractor its format names (`shelf_extractors`), through the extraction cache. It stores
-//! the text and any transcript segments, and sets the flags later stages read: `needs_ocr`
-//! and which pages need it (`ocr_pages`).
+//! the text, any transcript segments and, for paged documents (PDF, images), one page record
+//! per page (`text_layer`, or `pending` for OCR), and sets the flags later stages read:
+//! `needs_ocr`, which pages need it (`ocr_pages`) and the run holding the page records
+//! (`pages_run_id`).
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -11,7 +13,10 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use shelf_documents::{DocumentStore, TEXT_KIND_RAW, TextRecord, format_for};
+use shelf_documents::pages::put_pages;
+use shelf_documents::{
+    DocumentStore, PageRecord, PageSource, TEXT_KIND_RAW, TextRecord, format_for,
+};
 use shelf_engine::{Stage, StageContext, StageError};
 pub use shelf_extractors::Limits;
 use shelf_extractors::{Control, ExtractError, Extraction, Input, Kind, extractor_version};
@@ -131,7 +136,12 @@ impl Stage for Extract {
                 extraction
             }
         };
-        let ocr_pages = extraction.pages_needing_ocr();
+        let pages = page_records(format.kind, &extraction);
+        let ocr_pages: Vec<u32> = pages
+            .iter()
+            .filter(|p| p.source == PageSource::Pending)
+            .map(|p| p.number)
+            .collect();
         let needs_ocr = !ocr_pages.is_empty();
         if extraction.markdown.trim().is_empty() && !needs_ocr {
             return Err(StageError::fatal(
@@ -160,6 +170,11 @@ impl Stage for Extract {
                 .await
                 .map_err(from_documents)?;
         }
+        if !pages.is_empty() {
+            put_pages(db, &document.id, &ctx.run_id, &pages)
+                .await
+                .map_err(from_documents)?;
+        }
         let metadata = &extraction.metadata;
         Ok(json!({
             "document_id": document.id,
@@ -178,6 +193,8 @@ impl Stage for Extract {
             "warnings": extraction.warnings.len(),
             "needs_ocr": needs_ocr,
             "ocr_pages": ocr_pages,
+            "pages_run_id": ctx.run_id,
+            "page_records": pages.len(),
         }))
     }
 }
@@ -237,6 +254,35 @@ impl Extract {
     }
 }
 
+/// The page records of a paged document (PDF, image) as extracted: text-layer pages with
+/// their text, the others `pending` for OCR. A raster image is all pending: its extractor's
+/// pages, else its metadata's page count, else one page. Other formats have none.
+fn page_records(kind: Kind, extraction: &Extraction) -> Vec<PageRecord> {
+    match kind {
+        Kind::Pdf => extraction
+            .pages
+            .iter()
+            .map(|page| {
+                if page.has_text_layer {
+                    PageRecord::text_layer(page.number, page.text.clone())
+                } else {
+                    PageRecord::pending(page.number)
+                }
+            })
+            .collect(),
+        Kind::Image if !extraction.pages.is_empty() => extraction
+            .pages
+            .iter()
+            .map(|page| PageRecord::pending(page.number))
+            .collect(),
+        Kind::Image => {
+            let count = extraction.metadata.page_count.unwrap_or(1).max(1);
+            (1..=count).map(PageRecord::pending).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
 async fn record_warnings(ctx: &StageContext, warnings: &[String]) -> Result<(), StageError> {
     for warning in warnings.iter().take(MAX_WARNING_EVENTS) {
         ctx.event("stage_warning", warning.clone()).await?;
@@ -252,4 +298,56 @@ async fn record_warnings(ctx: &StageContext, warnings: &[String]) -> Result<(), 
         .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use shelf_extractors::{Metadata, Page};
+
+    use super::*;
+
+    fn page(number: u32, text: &str, has_text_layer: bool) -> Page {
+        Page {
+            number,
+            text: text.into(),
+            has_text_layer,
+        }
+    }
+
+    #[test]
+    fn paged_documents_get_one_record_per_page() {
+        let pdf = Extraction {
+            pages: vec![page(1, "typed", true), page(2, "", false)],
+            ..Extraction::default()
+        };
+        let records = page_records(Kind::Pdf, &pdf);
+        assert_eq!(
+            records,
+            vec![PageRecord::text_layer(1, "typed"), PageRecord::pending(2)]
+        );
+
+        let tiff = Extraction {
+            pages: vec![page(1, "", false), page(2, "", false), page(3, "", false)],
+            ..Extraction::default()
+        };
+        let sources: Vec<PageSource> = page_records(Kind::Image, &tiff)
+            .iter()
+            .map(|p| p.source)
+            .collect();
+        assert_eq!(sources, vec![PageSource::Pending; 3]);
+
+        let counted = Extraction {
+            metadata: Metadata {
+                page_count: Some(2),
+                ..Metadata::default()
+            },
+            ..Extraction::default()
+        };
+        assert_eq!(page_records(Kind::Image, &counted).len(), 2);
+        assert_eq!(
+            page_records(Kind::Image, &Extraction::default()),
+            vec![PageRecord::pending(1)]
+        );
+        assert!(page_records(Kind::Docx, &pdf).is_empty());
+    }
 }

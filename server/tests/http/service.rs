@@ -19,7 +19,7 @@ async fn health_version_and_classifications() {
     let version = app.get("/version").await.json();
     assert_eq!(version["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(version["okf_version"], "0.1");
-    assert_eq!(version["schema_version"], "m20261122_000001_extractions");
+    assert_eq!(version["schema_version"], "m20261123_000001_pages");
     assert!(version["git_sha"].as_str().is_some_and(|s| !s.is_empty()));
 
     let classes = app.get("/classifications").await.json();
@@ -49,7 +49,11 @@ async fn ready_checks_storage_database_and_migrations() {
     assert_eq!(body["storage"], "ok");
     assert_eq!(
         body["applied_migrations"],
-        serde_json::json!(["m20261121_000001_init", "m20261122_000001_extractions"])
+        serde_json::json!([
+            "m20261121_000001_init",
+            "m20261122_000001_extractions",
+            "m20261123_000001_pages"
+        ])
     );
 
     app.sql(

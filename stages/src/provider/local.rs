@@ -1,6 +1,7 @@
 //! The `local` provider: real, offline work with no model at all. Cleaning is rule-based and
 //! conservative (it must pass the fidelity check): whitespace normalization, ligatures spelled
 //! out, words broken across line ends rejoined, hard-wrapped lines inside paragraphs rejoined.
+//! OCR correction is rule-based too (`ocr_fix`): only fixes a word list can verify.
 //! Classification scores a keyword table per Dewey division by term frequency. Titles,
 //! summaries and tags are extractive. Everything is deterministic.
 
@@ -9,7 +10,9 @@ use std::sync::OnceLock;
 
 use async_trait::async_trait;
 
-use super::{Classification, CleanRequest, Provider, ProviderError, Synopsis, slug};
+use super::{
+    Classification, CleanRequest, CorrectRequest, Provider, ProviderError, Synopsis, ocr_fix, slug,
+};
 
 /// The configuration name of this provider.
 pub const NAME: &str = "local";
@@ -32,11 +35,10 @@ impl Provider for LocalProvider {
         NAME
     }
 
-    async fn correct(
-        &self,
-        _request: crate::provider::CorrectRequest<'_>,
-    ) -> Result<String, ProviderError> {
-        todo!()
+    /// Rule-based and honest: only rejoined words and character confusions a word list can
+    /// verify (see `ocr_fix`); a page with nothing verifiable comes back unchanged.
+    async fn correct(&self, request: CorrectRequest<'_>) -> Result<String, ProviderError> {
+        Ok(ocr_fix::correct_ocr(request.text))
     }
 
     async fn clean(&self, request: CleanRequest<'_>) -> Result<String, ProviderError> {
@@ -1491,5 +1493,25 @@ mod tests {
         assert_eq!(cleaned, "a bc");
         assert_eq!(p.classify(HORSES, "dewey_v1").await.unwrap().code, "636");
         assert_eq!(p.summarize(HORSES).await.unwrap().title, "Keeping Horses");
+        let corrected = p
+            .correct(CorrectRequest {
+                text: "The rnorning infor-\nmation",
+                model: "",
+            })
+            .await
+            .unwrap();
+        assert_eq!(corrected, "The morning information");
+        let clean_page = "Nothing here to fix, 1998.";
+        let same = p
+            .correct(CorrectRequest {
+                text: clean_page,
+                model: "ignored",
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            same, clean_page,
+            "an unchanged page tells the stage nothing was found"
+        );
     }
 }

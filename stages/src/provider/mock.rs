@@ -8,7 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
-use super::{Classification, CleanRequest, Provider, ProviderError, Synopsis, slug};
+use super::{
+    Classification, CleanRequest, CorrectRequest, Provider, ProviderError, Synopsis, slug,
+};
 use crate::chunk::normalize_whitespace;
 
 #[derive(Debug, Clone, Default)]
@@ -39,11 +41,10 @@ impl Provider for MockProvider {
         "mock"
     }
 
-    async fn correct(
-        &self,
-        _request: crate::provider::CorrectRequest<'_>,
-    ) -> Result<String, ProviderError> {
-        todo!()
+    /// Whitespace normalized, like `clean`: deterministic, and never a rewrite.
+    async fn correct(&self, request: CorrectRequest<'_>) -> Result<String, ProviderError> {
+        self.pause().await;
+        Ok(normalize_whitespace(request.text))
     }
 
     async fn clean(&self, request: CleanRequest<'_>) -> Result<String, ProviderError> {
@@ -138,6 +139,22 @@ mod tests {
             s.summary,
             "Horses are animals. Horses eat hay. Hay is grass."
         );
+    }
+
+    #[tokio::test]
+    async fn correct_normalizes_whitespace_and_pauses() {
+        let p = MockProvider {
+            delay: Duration::from_millis(30),
+        };
+        let started = std::time::Instant::now();
+        let request = CorrectRequest {
+            text: "Tbe  quick\t fox \n\n\njumps",
+            model: "any",
+        };
+        let once = p.correct(request).await.unwrap();
+        assert_eq!(once, "Tbe quick fox\n\njumps");
+        assert!(started.elapsed() >= Duration::from_millis(30));
+        assert_eq!(p.correct(request).await.unwrap(), once);
     }
 
     #[test]

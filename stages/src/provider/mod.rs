@@ -1,8 +1,9 @@
-//! The language-model provider behind cleaning, classification and summaries. Stages depend on
+//! The language-model provider behind OCR correction, cleaning, classification and summaries. Stages depend on
 //! this trait only; which provider runs is configuration.
 
 pub mod local;
 pub mod mock;
+mod ocr_fix;
 pub mod openai;
 
 use async_trait::async_trait;

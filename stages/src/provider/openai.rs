@@ -20,13 +20,22 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use shelf_documents::dewey;
 
-use super::{Classification, CleanRequest, Provider, ProviderError, Synopsis, slug};
+use super::{
+    Classification, CleanRequest, CorrectRequest, Provider, ProviderError, Synopsis, slug,
+};
 
 /// The configuration name of this provider.
 pub const NAME: &str = "generic-compatible";
 
 /// The cleaning prompt versions this provider knows.
 pub const CLEANING_PROMPT_VERSIONS: &[&str] = &["cmos_v1", "cmos_v2", "cmos_v3", "cmos_v4"];
+
+/// The OCR-correction prompt versions this provider knows.
+pub const CORRECTION_PROMPT_VERSIONS: &[&str] = &["ocr_fix_v1"];
+
+/// The OCR-correction prompt every `correct` call uses (a new version is added beside it,
+/// never edited in place, so a stored result can name the prompt that made it).
+pub const CORRECTION_PROMPT_VERSION: &str = "ocr_fix_v1";
 
 /// The classification prompt versions this provider knows.
 pub const CLASSIFICATION_PROMPT_VERSIONS: &[&str] = &["dewey_v1", "dewey_v2"];
@@ -254,8 +263,18 @@ impl OpenAiCompatibleProvider {
         &self.config
     }
 
-    /// One chat completion: the assistant message's text.
+    /// One chat completion with the main model (`SHELF_LLM_MODEL`).
     async fn complete(&self, system: &str, user: &str) -> Result<String, ProviderError> {
+        self.complete_with(&self.config.model, system, user).await
+    }
+
+    /// One chat completion with `model`: the assistant message's text.
+    async fn complete_with(
+        &self,
+        model: &str,
+        system: &str,
+        user: &str,
+    ) -> Result<String, ProviderError> {
         let endpoint = self
             .endpoint
             .as_ref()
@@ -276,7 +295,7 @@ impl OpenAiCompatibleProvider {
             ));
         }
         let body = json!({
-            "model": self.config.model,
+            "model": model,
             "temperature": 0,
             "messages": [
                 {"role": "system", "content": system},
@@ -716,6 +735,36 @@ pub fn cleaning_user_prompt(request: &CleanRequest<'_>) -> String {
     out
 }
 
+const CORRECT_V1: &str = "You are proofreading the text that optical character recognition (OCR) read from \
+one scanned page, given between the markers <<<TEXT and TEXT>>>. Fix OCR errors only: do not copy-edit, reword, \
+summarize, shorten, complete, translate or comment on the text.
+
+Fix only these:
+- Misread characters inside words, when the intended word is certain (for example \"rn\" read for \"m\", \
+\"0\" for \"o\", \"1\" or \"I\" for \"l\", \"vv\" for \"w\", \"cl\" for \"d\", \"li\" for \"h\").
+- Words hyphenated or split across line ends: rejoin them (\"infor-\\nmation\" becomes \"information\").
+- Stray symbols that are scanning noise (specks read as dots, commas, quotes or bars where the text has none).
+
+Keep everything else exactly as it is:
+- The wording and the order of the words; the spelling variety and the language.
+- The line structure: one line for each line of the page, except where a split word was rejoined.
+- Every number, date, amount, code, name, URL and e-mail address, character for character.
+When unsure whether something is an OCR error, leave it as it is.
+Answer with the corrected text only: no preface, no explanation, no markers, no code fences.";
+
+/// The system prompt for an OCR-correction prompt version.
+pub fn correction_system_prompt(version: &str) -> Option<&'static str> {
+    match version {
+        "ocr_fix_v1" => Some(CORRECT_V1),
+        _ => None,
+    }
+}
+
+/// The user message for one OCR page.
+pub fn correction_user_prompt(text: &str) -> String {
+    format!("<<<TEXT\n{text}\nTEXT>>>")
+}
+
 const CLASSIFY_BASE: &str = "You are a librarian classifying documents with the Dewey Decimal Classification (DDC). \
 Read the document between <<<DOCUMENT and DOCUMENT>>> and choose the single most specific DDC number you are sure of: \
 a three-digit class such as 636, optionally with decimals such as 636.1. \
@@ -922,11 +971,33 @@ impl Provider for OpenAiCompatibleProvider {
         NAME
     }
 
-    async fn correct(
-        &self,
-        _request: crate::provider::CorrectRequest<'_>,
-    ) -> Result<String, ProviderError> {
-        todo!()
+    /// One page with the `ocr_fix_v1` prompt, on `request.model` when it names one (the
+    /// `SHELF_OCR_LLM_MODEL` setting), else on the main model.
+    async fn correct(&self, request: CorrectRequest<'_>) -> Result<String, ProviderError> {
+        let system = correction_system_prompt(CORRECTION_PROMPT_VERSION).ok_or_else(|| {
+            fatal(
+                "bad_prompt_version",
+                format!(
+                    "unknown correction prompt version {CORRECTION_PROMPT_VERSION}; use one of {}",
+                    CORRECTION_PROMPT_VERSIONS.join(", ")
+                ),
+            )
+        })?;
+        if request.text.trim().is_empty() {
+            return Ok(request.text.to_string());
+        }
+        let model = match request.model.trim() {
+            "" => self.config.model.as_str(),
+            model => model,
+        };
+        let answer = self
+            .complete_with(model, system, &correction_user_prompt(request.text))
+            .await?;
+        let corrected = tidy_cleaned_answer(&answer, "");
+        if corrected.is_empty() {
+            return Err(invalid("the model returned no corrected text"));
+        }
+        Ok(corrected)
     }
 
     async fn clean(&self, request: CleanRequest<'_>) -> Result<String, ProviderError> {
@@ -1052,6 +1123,32 @@ mod tests {
         let v2 = classification_system_prompt("dewey_v2").unwrap();
         assert!(!v1.contains("590 Animals"));
         assert!(v2.contains("630 Agriculture") && v2.contains("990 History of other areas"));
+    }
+
+    #[test]
+    fn the_correction_prompt_fixes_ocr_errors_only() {
+        for version in CORRECTION_PROMPT_VERSIONS {
+            assert!(correction_system_prompt(version).is_some(), "{version}");
+        }
+        assert!(CORRECTION_PROMPT_VERSIONS.contains(&CORRECTION_PROMPT_VERSION));
+        assert!(correction_system_prompt("ocr_fix_v9").is_none());
+        let v1 = correction_system_prompt("ocr_fix_v1").unwrap();
+        for needle in [
+            "Fix OCR errors only",
+            "Misread characters",
+            "split across line ends",
+            "Stray symbols",
+            "line structure",
+            "number, date",
+            "name",
+            "corrected text only",
+        ] {
+            assert!(v1.contains(needle), "{needle}");
+        }
+        assert_eq!(
+            correction_user_prompt("c0ld\nday"),
+            "<<<TEXT\nc0ld\nday\nTEXT>>>"
+        );
     }
 
     #[test]

@@ -142,6 +142,56 @@ async fn an_image_is_marked_for_ocr_and_fails_clearly_until_ocr_exists() {
 }
 
 #[tokio::test]
+async fn paged_documents_get_page_records_for_the_run() {
+    let s = setup(Arc::new(MockProvider::default()), 12_000, 2).await;
+    let run = run_default(&s, &corpus("pdf/pypdf/crazyones.pdf")).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let output = extract_output(&s, &run).await;
+    let pages = shelf_documents::pages::run_pages(&s.documents.db, &run.subject, &run.id)
+        .await
+        .unwrap();
+    assert!(!pages.is_empty());
+    assert_eq!(output["page_records"], pages.len());
+    assert_eq!(output["pages_run_id"], run.id.as_str());
+    assert!(
+        pages
+            .iter()
+            .all(|p| p.source == shelf_documents::PageSource::TextLayer)
+    );
+    assert!(pages[0].text.contains("Here"), "{:?}", pages[0].text);
+    let listing = shelf_documents::pages::page_listing(&s.documents.db, &run.subject, 10, 0, false)
+        .await
+        .unwrap();
+    assert_eq!(listing.run_id.as_deref(), Some(run.id.as_str()));
+    assert_eq!(listing.summary.text_layer, pages.len() as u64);
+
+    // A format without pages gets none.
+    let run = run_default(&s, &corpus("office/docx/sources/lorem_ipsum.docx")).await;
+    assert_eq!(extract_output(&s, &run).await["page_records"], 0);
+    let pages = shelf_documents::pages::run_pages(&s.documents.db, &run.subject, &run.id)
+        .await
+        .unwrap();
+    assert!(pages.is_empty());
+
+    // An image's pages are all pending: the `ocr` stage reads them.
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("scan.png");
+    std::fs::write(&image, b"\x89PNG\r\n\x1a\n a page to read").unwrap();
+    let run = run_default(&s, &image).await;
+    let output = extract_output(&s, &run).await;
+    assert_eq!(output["page_records"], 1);
+    assert_eq!(output["ocr_pages"], serde_json::json!([1]));
+    let pages = shelf_documents::pages::run_pages(&s.documents.db, &run.subject, &run.id)
+        .await
+        .unwrap();
+    assert_eq!(pages.len(), 1);
+    assert!(matches!(
+        pages[0].source,
+        shelf_documents::PageSource::Pending | shelf_documents::PageSource::Failed
+    ));
+}
+
+#[tokio::test]
 async fn extractor_warnings_become_events_and_an_empty_document_fails_clearly() {
     let s = setup(Arc::new(MockProvider::default()), 12_000, 2).await;
     // One cue of this file has no timing line: it is skipped, with a warning naming its line.

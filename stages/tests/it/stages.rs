@@ -1,5 +1,7 @@
 //! The concrete stages through the real engine on a real SQLite file: the default pipeline on
-//! a real document, chunked cleaning with its concurrency cap, and the fidelity fallback.
+//! a real document, chunked cleaning with its concurrency cap, and the fidelity fallback; and
+//! each provider's OCR correction (`Provider::correct`), the generic-compatible one against the
+//! fake OpenAI-compatible server.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -7,9 +9,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use shelf_engine::RunStatus;
-use shelf_stages::provider::{Classification, CleanRequest, MockProvider, Synopsis};
+use shelf_stages::provider::local::LocalProvider;
+use shelf_stages::provider::openai::{
+    ApiKey, CORRECTION_PROMPT_VERSION, OpenAiCompatibleProvider, OpenAiConfig,
+};
+use shelf_stages::provider::{
+    Classification, CleanRequest, CorrectRequest, MockProvider, Synopsis,
+};
 use shelf_stages::{Provider, ProviderError};
 
+use crate::fake_server::{FakeServer, completion, status};
 use crate::pipeline::{Setup, corpus, run_default, setup};
 
 /// Wraps the mock provider; can "summarize" instead of copy-editing and counts concurrency.
@@ -19,6 +28,7 @@ struct Probe {
     active: AtomicUsize,
     max_active: AtomicUsize,
     cleans: AtomicUsize,
+    corrects: AtomicUsize,
 }
 
 #[async_trait]
@@ -27,11 +37,9 @@ impl Provider for Probe {
         "probe"
     }
 
-    async fn correct(
-        &self,
-        _request: shelf_stages::provider::CorrectRequest<'_>,
-    ) -> Result<String, ProviderError> {
-        todo!()
+    async fn correct(&self, request: CorrectRequest<'_>) -> Result<String, ProviderError> {
+        self.corrects.fetch_add(1, Ordering::SeqCst);
+        self.inner.correct(request).await
     }
 
     async fn clean(&self, request: CleanRequest<'_>) -> Result<String, ProviderError> {
@@ -63,6 +71,7 @@ async fn probed(unfaithful: bool, concurrency: usize) -> (Setup, Arc<Probe>) {
         active: AtomicUsize::new(0),
         max_active: AtomicUsize::new(0),
         cleans: AtomicUsize::new(0),
+        corrects: AtomicUsize::new(0),
     });
     (setup(provider.clone(), 500, concurrency).await, provider)
 }
@@ -79,6 +88,11 @@ async fn the_default_pipeline_publishes_a_real_document() {
     assert!(chunks >= 8, "a 4 KB text in 500-char chunks: {output}");
     assert_eq!(output["fallback_chunks"], 0);
     assert_eq!(provider.cleans.load(Ordering::SeqCst) as u64, chunks);
+    assert_eq!(
+        provider.corrects.load(Ordering::SeqCst),
+        0,
+        "a text file has no OCR pages to correct"
+    );
     let max = provider.max_active.load(Ordering::SeqCst);
     assert!(
         max > 1 && max <= 3,
@@ -127,4 +141,158 @@ async fn binary_content_fails_extract_without_retries() {
     assert!(run.error.unwrap().contains("binary content"));
     let stages = s.engine.store().stages(&run.id).await.unwrap();
     assert_eq!(stages[0].attempts, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// OCR correction, provider by provider
+
+const KEY: &str = "sk-test-0123456789";
+
+fn openai_config(base_url: &str) -> OpenAiConfig {
+    OpenAiConfig {
+        base_url: Some(base_url.to_string()),
+        api_key: Some(ApiKey::new(KEY)),
+        model: "main-model".into(),
+        timeout: Duration::from_secs(10),
+        max_prompt_chars: 100_000,
+        max_response_chars: 100_000,
+        max_retries: 2,
+        initial_backoff: Duration::from_millis(5),
+        max_backoff: Duration::from_millis(50),
+        ..OpenAiConfig::default()
+    }
+}
+
+fn page<'a>(text: &'a str, model: &'a str) -> CorrectRequest<'a> {
+    CorrectRequest { text, model }
+}
+
+#[tokio::test]
+async fn openai_correct_sends_the_ocr_prompt_and_returns_the_answer() {
+    let server =
+        FakeServer::start(|_, _| completion("```\nThe modern world was cold in 1998.\n```")).await;
+    let provider = OpenAiCompatibleProvider::new(openai_config(&server.base_url));
+    let source = "The rnodern vvorld was c0ld in 19-\n98.";
+    let corrected = provider.correct(page(source, "")).await.unwrap();
+    assert_eq!(corrected, "The modern world was cold in 1998.");
+    assert_eq!(provider.usage().requests, 1);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    let body = requests[0].json();
+    assert_eq!(
+        body["model"], "main-model",
+        "an empty model is the main model"
+    );
+    assert_eq!(body["temperature"], 0);
+    let system = body["messages"][0]["content"].as_str().unwrap();
+    let user = body["messages"][1]["content"].as_str().unwrap();
+    assert_eq!(CORRECTION_PROMPT_VERSION, "ocr_fix_v1");
+    assert!(system.contains("Fix OCR errors only"), "{system}");
+    assert!(system.contains("split across line ends"));
+    assert!(system.contains("corrected text only"));
+    assert!(!system.contains("Chicago"), "not the cleaning prompt");
+    assert_eq!(user, format!("<<<TEXT\n{source}\nTEXT>>>"));
+
+    // `SHELF_OCR_LLM_MODEL` overrides the main model for correction only.
+    provider.correct(page(source, "ocr-model")).await.unwrap();
+    provider
+        .clean(CleanRequest {
+            text: source,
+            context: "",
+            prompt_version: "cmos_v4",
+        })
+        .await
+        .unwrap();
+    let models: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| r.json()["model"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(models, ["main-model", "ocr-model", "main-model"]);
+
+    // A blank page is not sent.
+    assert_eq!(provider.correct(page("  \n ", "")).await.unwrap(), "  \n ");
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn openai_correct_errors_map_like_clean() {
+    // 5xx: retried, then a retryable provider_unavailable that never quotes the server.
+    let server = FakeServer::start(|_, _| status(503, Vec::new())).await;
+    let provider = OpenAiCompatibleProvider::new(openai_config(&server.base_url));
+    let e = provider.correct(page("c0ld", "")).await.unwrap_err();
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(e.code, "provider_unavailable");
+    assert!(e.retryable);
+    assert!(e.message.contains("3 attempts"), "{}", e.message);
+    assert!(!e.message.contains("your prompt") && !e.message.contains("c0ld"));
+
+    // 401: fatal at once, naming the key variable, never the key.
+    let server = FakeServer::start(|_, _| status(401, Vec::new())).await;
+    let provider = OpenAiCompatibleProvider::new(openai_config(&server.base_url));
+    let e = provider
+        .correct(page("c0ld", "ocr-model"))
+        .await
+        .unwrap_err();
+    assert_eq!(server.requests().len(), 1);
+    assert_eq!(e.code, "credential_refused");
+    assert!(!e.retryable);
+    assert!(!e.message.contains(KEY));
+
+    // An empty answer: a retryable invalid_response, as for clean.
+    let server = FakeServer::start(|_, _| completion("```\n```")).await;
+    let provider = OpenAiCompatibleProvider::new(openai_config(&server.base_url));
+    let e = provider.correct(page("c0ld", "")).await.unwrap_err();
+    assert_eq!(e.code, "invalid_response");
+    assert!(e.retryable);
+
+    // A page over the prompt limit is refused before anything is sent.
+    let server = FakeServer::start(|_, _| completion("never")).await;
+    let provider = OpenAiCompatibleProvider::new(OpenAiConfig {
+        max_prompt_chars: 100,
+        ..openai_config(&server.base_url)
+    });
+    let long = "word ".repeat(100);
+    let e = provider.correct(page(&long, "")).await.unwrap_err();
+    assert_eq!(e.code, "prompt_too_large");
+    assert!(server.requests().is_empty());
+
+    // No endpoint configured.
+    let provider = OpenAiCompatibleProvider::new(OpenAiConfig::default());
+    let e = provider.correct(page("c0ld", "")).await.unwrap_err();
+    assert_eq!(e.code, "provider_not_configured");
+}
+
+#[tokio::test]
+async fn local_correct_fixes_what_it_can_verify_and_nothing_else() {
+    let provider = LocalProvider::new();
+    let source = "The rnorning vvorld was c0ld in 1998; the infor-\nmation came from\nKarlsruhe, see https://example.org/rn0d.";
+    let corrected = provider.correct(page(source, "")).await.unwrap();
+    assert_eq!(
+        corrected,
+        "The morning world was cold in 1998; the information\ncame from\nKarlsruhe, see https://example.org/rn0d."
+    );
+    assert_eq!(
+        provider.correct(page(&corrected, "")).await.unwrap(),
+        corrected
+    );
+    let clean = "Nothing to fix on this page.";
+    assert_eq!(provider.correct(page(clean, "")).await.unwrap(), clean);
+}
+
+#[tokio::test]
+async fn mock_correct_normalizes_whitespace_and_probes_count_corrections() {
+    let probe = Probe {
+        inner: MockProvider::default(),
+        unfaithful: false,
+        active: AtomicUsize::new(0),
+        max_active: AtomicUsize::new(0),
+        cleans: AtomicUsize::new(0),
+        corrects: AtomicUsize::new(0),
+    };
+    let corrected = probe.correct(page("a  b \n\n\nc", "")).await.unwrap();
+    assert_eq!(corrected, "a b\n\nc");
+    assert_eq!(probe.corrects.load(Ordering::SeqCst), 1);
+    assert_eq!(probe.cleans.load(Ordering::SeqCst), 0);
 }
