@@ -404,16 +404,15 @@ impl Ocr {
         number: u32,
         png: &[u8],
     ) -> Result<String, StageError> {
-        let dir = self
-            .documents
-            .data_dir
-            .join("page-images")
-            .join(document_id);
-        let name = format!("page-{number:04}.png");
         let io = |e: std::io::Error| {
             StageError::retryable("io_error", format!("cannot keep the page image: {e}"))
         };
-        tokio::fs::create_dir_all(&dir).await.map_err(io)?;
+        let dir = self
+            .documents
+            .create_page_images_dir(document_id)
+            .await
+            .map_err(from_documents)?;
+        let name = format!("page-{number:04}.png");
         let path = dir.join(&name);
         let partial = dir.join(format!(".{name}.part"));
         tokio::fs::write(&partial, png).await.map_err(io)?;
