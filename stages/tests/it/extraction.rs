@@ -127,7 +127,7 @@ async fn transcript_segments_are_stored_with_the_document() {
 }
 
 #[tokio::test]
-async fn an_image_is_marked_for_ocr_and_fails_clearly_until_ocr_exists() {
+async fn an_image_is_marked_for_ocr_and_a_broken_one_fails_clearly() {
     let s = setup(Arc::new(MockProvider::default()), 12_000, 2).await;
     let dir = tempfile::tempdir().unwrap();
     let image = dir.path().join("scan.png");
@@ -138,7 +138,7 @@ async fn an_image_is_marked_for_ocr_and_fails_clearly_until_ocr_exists() {
     assert_eq!(output["needs_ocr"], true);
     assert_eq!(output["ocr_pages"], serde_json::json!([1]));
     let error = run.error.unwrap_or_default();
-    assert!(error.contains("(ocr_unavailable)"), "{error}");
+    assert!(error.contains("(image_unreadable)"), "{error}");
 }
 
 #[tokio::test]
