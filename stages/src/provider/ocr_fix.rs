@@ -97,6 +97,14 @@ fn rejoin_hyphenated(text: &str) -> (String, usize) {
 /// when they are not a broken word.
 fn join_pair(line: &str, next: &str) -> Option<(String, Option<String>)> {
     let (body, cr) = split_cr(line);
+    let (next_body, next_cr) = split_cr(next);
+    // Columns side by side: the next line's start continues another column.
+    if [body, next_body]
+        .iter()
+        .any(|l| l.trim().contains("   ") || l.trim().contains('\t'))
+    {
+        return None;
+    }
     let body = body.trim_end_matches([' ', '\t']);
     let head = body.strip_suffix('-')?;
     let word = head.rsplit([' ', '\t']).next()?;
@@ -114,7 +122,6 @@ fn join_pair(line: &str, next: &str) -> Option<(String, Option<String>)> {
         .map(|(i, _)| i)?;
     let stem = &word[stem_start..];
 
-    let (next_body, next_cr) = split_cr(next);
     let indent_len = next_body.len() - next_body.trim_start_matches([' ', '\t']).len();
     let (indent, rest) = next_body.split_at(indent_len);
     let token_len = rest.find([' ', '\t']).unwrap_or(rest.len());
@@ -129,8 +136,17 @@ fn join_pair(line: &str, next: &str) -> Option<(String, Option<String>)> {
         .char_indices()
         .find(|(_, c)| !c.is_alphabetic())
         .map_or(token.len(), |(i, _)| i);
-    let half = &token[..half_len];
+    let (half, after) = token.split_at(half_len);
     if !half.chars().next().is_some_and(char::is_lowercase) {
+        return None;
+    }
+    // Only punctuation (or a possessive) may travel with the continuation: `tia-~people` is
+    // not the end of one word.
+    let after = after
+        .strip_prefix("'s")
+        .or_else(|| after.strip_prefix("\u{2019}s"))
+        .unwrap_or(after);
+    if after.chars().any(char::is_alphanumeric) {
         return None;
     }
     let joined = format!("{stem}{half}");
@@ -155,13 +171,26 @@ fn split_cr(line: &str) -> (&str, &'static str) {
 // Character confusions
 
 /// Every whitespace-separated token corrected on its own; whitespace is kept byte for byte.
+/// Whether a token starts a sentence (the text's start, after a blank line or after `.`, `!`,
+/// `?` or `:`) decides whether a capitalized word may be a name.
 fn fix_words(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut start: Option<usize> = None;
+    let mut sentence_start = true;
+    let mut newlines = 0;
     for (i, c) in text.char_indices() {
         if c.is_whitespace() {
             if let Some(s) = start.take() {
-                push_fixed_token(&mut out, &text[s..i]);
+                let token = &text[s..i];
+                push_fixed_token(&mut out, token, sentence_start);
+                sentence_start = next_starts_sentence(token, sentence_start);
+                newlines = 0;
+            }
+            if c == '\n' {
+                newlines += 1;
+                if newlines >= 2 {
+                    sentence_start = true;
+                }
             }
             out.push(c);
         } else if start.is_none() {
@@ -169,15 +198,25 @@ fn fix_words(text: &str) -> String {
         }
     }
     if let Some(s) = start {
-        push_fixed_token(&mut out, &text[s..]);
+        push_fixed_token(&mut out, &text[s..], sentence_start);
     }
     out
+}
+
+/// Whether the token after `token` starts a sentence. Punctuation alone (a bullet, a dash)
+/// changes nothing.
+fn next_starts_sentence(token: &str, sentence_start: bool) -> bool {
+    let end = token.trim_end_matches(['"', '\'', ')', ']', '\u{201D}', '\u{2019}', '*', '_']);
+    if !token.chars().any(char::is_alphanumeric) {
+        return sentence_start;
+    }
+    end.ends_with(['.', '!', '?', ':'])
 }
 
 /// `(rnother's,` → `(mother's,`: surrounding punctuation kept, each hyphen-separated part
 /// of the word corrected on its own. URLs, e-mail addresses and tokens with other inner
 /// punctuation (`e.g.`, `3.5`, `a/b`, `x_y`) are copied as they are.
-fn push_fixed_token(out: &mut String, token: &str) {
+fn push_fixed_token(out: &mut String, token: &str, sentence_start: bool) {
     let lower = token.to_ascii_lowercase();
     if token.contains("://") || token.contains('@') || lower.starts_with("www.") {
         out.push_str(token);
@@ -205,7 +244,8 @@ fn push_fixed_token(out: &mut String, token: &str) {
         if n > 0 {
             out.push('-');
         }
-        match fix_part(part) {
+        // A capitalized word inside a sentence may be a name (`Walt` is not `Wait`).
+        match fix_part(part, !(n == 0 && sentence_start)) {
             Some(fixed) => out.push_str(&fixed),
             None => out.push_str(part),
         }
@@ -214,18 +254,19 @@ fn push_fixed_token(out: &mut String, token: &str) {
 }
 
 /// One word, possibly with a possessive `'s`.
-fn fix_part(part: &str) -> Option<String> {
+fn fix_part(part: &str, may_be_name: bool) -> Option<String> {
     for suffix in ["'s", "\u{2019}s", "'S", "\u{2019}S"] {
         if let Some(stem) = part.strip_suffix(suffix) {
-            return fix_word(stem).map(|w| format!("{w}{suffix}"));
+            return fix_word(stem, may_be_name).map(|w| format!("{w}{suffix}"));
         }
     }
-    fix_word(part)
+    fix_word(part, may_be_name)
 }
 
 /// The single known spelling of an unknown word within the confusion rules, if there is
-/// exactly one.
-fn fix_word(word: &str) -> Option<String> {
+/// exactly one. When `may_be_name`, a capitalized word is read differently only at its first
+/// letter (`Rnother` → `Mother`, `Iittle` → `little`), never inside (`Walt` stays).
+fn fix_word(word: &str, may_be_name: bool) -> Option<String> {
     let chars: Vec<char> = word.chars().collect();
     if chars.len() < 2 || chars.len() > MAX_WORD_CHARS {
         return None;
@@ -257,9 +298,11 @@ fn fix_word(word: &str) -> Option<String> {
     if is_known(word) {
         return None;
     }
+    let caps = all_caps(&chars);
     let mut search = Search {
         chars: &chars,
-        caps: all_caps(&chars),
+        caps,
+        first_only: may_be_name && !caps && chars[0].is_ascii_uppercase(),
         buffer: String::with_capacity(word.len() + 4),
         found: Vec::new(),
         tried: 0,
@@ -285,6 +328,8 @@ fn all_caps(chars: &[char]) -> bool {
 struct Search<'a> {
     chars: &'a [char],
     caps: bool,
+    /// Only the first letter may be read differently (a capitalized word that may be a name).
+    first_only: bool,
     /// The reading built so far.
     buffer: String,
     /// Known readings, distinct ignoring case.
@@ -320,7 +365,7 @@ impl Search<'_> {
             return false;
         }
         self.buffer.truncate(mark);
-        if substitutions >= MAX_SUBSTITUTIONS {
+        if substitutions >= MAX_SUBSTITUTIONS || self.first_only && at > 0 {
             return true;
         }
         for (consumed, replacement) in readings(self.chars, at, self.caps) {
@@ -437,6 +482,9 @@ mod tests {
         // Capitalized continuations, numbers, URLs and dashes are left alone.
         for kept in [
             "Greco-\nRoman",
+            // Columns side by side, and a continuation with more than punctuation.
+            "morbi tris-          cursus vulpu-\ntique senectus      tate metus",
+            "in Croa-\ntia-~people want",
             "1990-\n1995",
             "see http://example.com/infor-\nmation",
             "a dash -\nthen more",
@@ -455,6 +503,12 @@ mod tests {
         );
         assert_eq!(correct_ocr("Iittle wlth tlie clog"), "little with the clog");
         assert_eq!(correct_ocr("lt is clear"), "It is clear");
+        // Capitalized words inside a sentence may be names: only their first letter is
+        // questioned.
+        assert_eq!(
+            correct_ocr("writes author Walt and Rnother. Tirne wa1ks"),
+            "writes author Walt and Mother. Time walks"
+        );
         assert_eq!(correct_ocr("THE C0LD RNORNING"), "THE COLD MORNING");
         assert_eq!(correct_ocr("Rnother's wa1k"), "Mother's walk");
         assert_eq!(correct_ocr("\"tirne,\" she said"), "\"time,\" she said");
@@ -482,16 +536,16 @@ mod tests {
     fn known_and_ambiguous_words_are_left_alone() {
         // Known words are never questioned, even with a known reading (`clay`/`day`).
         for known in ["clay", "stern", "burn", "modern", "tall", "slip"] {
-            assert_eq!(fix_word(known), None, "{known}");
+            assert_eq!(fix_word(known, false), None, "{known}");
         }
-        assert_eq!(fix_word("rnorning").as_deref(), Some("morning"));
+        assert_eq!(fix_word("rnorning", false).as_deref(), Some("morning"));
         // `rnodern` reads as `modern` and as `modem`: left alone.
-        assert_eq!(fix_word("rnodern"), None);
-        assert_eq!(fix_word("wa1k").as_deref(), Some("walk"));
+        assert_eq!(fix_word("rnodern", false), None);
+        assert_eq!(fix_word("wa1k", false).as_deref(), Some("walk"));
         // Case alone is no error: `wIth` is the known word `with`.
-        assert_eq!(fix_word("wIth"), None);
+        assert_eq!(fix_word("wIth", false), None);
         // `rnall` reads as `mall` and as `mail`: two known readings, no change.
-        assert_eq!(fix_word("rnall"), None);
+        assert_eq!(fix_word("rnall", false), None);
     }
 
     fn known_word() -> impl Strategy<Value = String> {
