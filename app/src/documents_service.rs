@@ -1,12 +1,13 @@
 //! The document operations the API adds to [`Shelf`]: listing, lookup, deletion, bounded
-//! content pages, uploads, facets, the classification table and the audit trail. Thin calls
+//! content pages, page records, uploads, facets, the classification table and the audit trail. Thin calls
 //! into the document store, so the CLI can use the same ones.
 
 use std::collections::BTreeMap;
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use shelf_documents::pages::page_listing;
 use shelf_documents::{
-    ContentPage, Deleted, Document, SearchFacets, SearchRequest, content_page, dewey,
+    ContentPage, Deleted, Document, PageListing, SearchFacets, SearchRequest, content_page, dewey,
 };
 
 use crate::audit::{self, AuditPage, DenialEvent};
@@ -44,6 +45,19 @@ impl Shelf {
         let cap = self.settings.api_max_content_chars as u64;
         let limit = limit.map_or(cap, |l| l.min(cap));
         Ok(content_page(&self.db, id, offset, limit).await?)
+    }
+
+    /// The page records of the document's latest run that recorded pages (text omitted, its
+    /// length given), `limit` of them from `offset`, optionally only failed pages and pages
+    /// with an error or warnings. The caller bounds `limit`.
+    pub async fn pages(
+        &self,
+        id: &str,
+        limit: u64,
+        offset: u64,
+        failures_only: bool,
+    ) -> Result<PageListing, AppError> {
+        Ok(page_listing(&self.db, id, limit, offset, failures_only).await?)
     }
 
     /// Starts an upload capped at `SHELF_API_MAX_UPLOAD_BYTES`; the filename is checked now.

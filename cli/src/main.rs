@@ -35,6 +35,8 @@ enum Command {
     Worker(commands::worker::Args),
     /// List runs, or show one run with its stages and events.
     Runs(commands::runs::Args),
+    /// Show a document's page records: source, OCR confidence, rotation, errors.
+    Pages(commands::pages::Args),
     /// Full-text search over cleaned (or raw) text.
     Search(commands::search::Args),
     /// Check and draw pipeline files.
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
             Command::Api(args) => commands::api::run(args).await,
             Command::Worker(args) => commands::worker::run(args).await,
             Command::Runs(args) => commands::runs::run(args).await,
+            Command::Pages(args) => commands::pages::run(args).await,
             Command::Search(args) => commands::search::run(args).await,
             Command::Pipeline(command) => commands::pipeline::run(command).await,
             Command::Admin(command) => commands::admin::run(command).await,

@@ -139,6 +139,11 @@ fn unreadable(detail: impl Into<String>) -> OcrError {
 
 /// The width and height the header of page `index` declares, read without decoding pixels.
 pub(crate) fn dimensions(bytes: &[u8], format: Format, index: u32) -> Result<(u64, u64), OcrError> {
+    if format != Format::Tiff && index != 0 {
+        return Err(unreadable(format!(
+            "the image has one page; page {index} (0-based) does not exist"
+        )));
+    }
     match format {
         Format::Tiff => {
             let pages = tiff::pages(bytes).map_err(unreadable)?;
@@ -153,6 +158,21 @@ pub(crate) fn dimensions(bytes: &[u8], format: Format, index: u32) -> Result<(u6
                 _ => Err(unreadable("a TIFF page has no width or height")),
             }
         }
+        Format::Png => {
+            // libpng needs more than the header to read the header: read IHDR here.
+            let field = |at: usize| {
+                bytes
+                    .get(at..at + 4)
+                    .map(|b| u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
+            };
+            if bytes.get(12..16) != Some(b"IHDR".as_slice()) {
+                return Err(unreadable("the PNG does not start with its header chunk"));
+            }
+            match (field(16), field(20)) {
+                (Some(w), Some(h)) if w > 0 && h > 0 => Ok((w, h)),
+                _ => Err(unreadable("the PNG header is truncated or empty")),
+            }
+        }
         Format::Gif => {
             // Leptonica decodes a whole GIF to read its header: read the screen size here.
             let w = bytes.get(6..8).map(|b| u16::from_le_bytes([b[0], b[1]]));
@@ -163,11 +183,6 @@ pub(crate) fn dimensions(bytes: &[u8], format: Format, index: u32) -> Result<(u6
             }
         }
         _ => {
-            if index != 0 {
-                return Err(unreadable(format!(
-                    "the image has one page; page {index} (0-based) does not exist"
-                )));
-            }
             quiet_leptonica();
             let (mut fmt, mut w, mut h, mut bps, mut spp, mut cmap) = (0, 0, 0, 0, 0, 0);
             // SAFETY: Leptonica reads at most `bytes.len()` bytes from the slice and writes
@@ -397,5 +412,60 @@ mod tests {
     fn gif_screen_size_is_read_without_decoding() {
         let gif = b"GIF89a\x10\x27\x10\x27rest";
         assert_eq!(dimensions(gif, Format::Gif, 0).unwrap(), (10_000, 10_000));
+    }
+
+    fn corpus(rel: &str) -> Vec<u8> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/corpus/ocr")
+            .join(rel);
+        std::fs::read(path).unwrap()
+    }
+
+    /// Decodes hostile bytes the way a page is decoded: an error with an image code or a
+    /// picture, never a panic or an abort.
+    fn decodes_or_refuses(bytes: &[u8], index: u32) {
+        match decode(bytes, index, 4_000_000) {
+            Ok(pix) => assert!(pix.width() > 0 && pix.height() > 0),
+            Err(e) => assert!(
+                ["image_unreadable", "image_too_large"].contains(&e.code),
+                "{e:?}"
+            ),
+        }
+        let _ = page_count(bytes);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn random_bytes_never_crash_the_decoder(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2048),
+            index in 0u32..3,
+        ) {
+            decodes_or_refuses(&bytes, index);
+        }
+
+        #[test]
+        fn mutated_images_never_crash_the_decoder(
+            file in 0usize..3,
+            edits in proptest::collection::vec(
+                (proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()),
+                1..16,
+            ),
+            cut in proptest::prelude::any::<proptest::sample::Index>(),
+            index in 0u32..3,
+        ) {
+            let name = ["tesseract/phototest-rotated-180.png", "made/three-pages.tif",
+                        "tesseract/phototest.tif"][file];
+            let mut bytes = corpus(name);
+            for (at, value) in edits {
+                let i = at.index(bytes.len());
+                bytes[i] = value;
+            }
+            // Half the cases are also truncated.
+            let keep = cut.index(bytes.len() * 2).min(bytes.len());
+            bytes.truncate(keep.max(1));
+            decodes_or_refuses(&bytes, index);
+        }
     }
 }

@@ -26,7 +26,7 @@ pub(crate) fn decide(osd: Option<(u32, f32)>) -> Decision {
                 "orientation detection found too little text; the page was read as it is".into(),
             ),
         },
-        Some((_, confidence)) if !(confidence >= MIN_CONFIDENCE) => Decision {
+        Some((_, confidence)) if confidence.is_nan() || confidence < MIN_CONFIDENCE => Decision {
             rotate_cw: 0,
             warning: Some(format!(
                 "orientation detection was unsure (confidence {confidence:.2} < \

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shelf_app::documents::{
-    ContentPage, Document, FacetCount, MatchMode, SearchBody, SearchFacets, SearchHit, SearchIds,
-    SearchPage,
+    ContentPage, Document, FacetCount, ListedPage, MatchMode, PageListing, PageSummary, SearchBody,
+    SearchFacets, SearchHit, SearchIds, SearchPage,
 };
 use shelf_app::engine::EventRecord;
 use shelf_app::{RunView, StageView};
@@ -104,6 +104,110 @@ impl From<ContentPage> for ContentPageOut {
             offset: p.offset,
             limit: p.limit,
             truncated: p.truncated,
+        }
+    }
+}
+
+/// Counts over every page record of the run, whatever the filter and the page.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PageSummaryOut {
+    pub pages: u64,
+    pub text_layer: u64,
+    pub ocr: u64,
+    pub failed: u64,
+    pub pending: u64,
+    /// Pages whose language-model correction was kept.
+    pub corrected: u64,
+    /// Pages with warnings.
+    pub with_warnings: u64,
+    /// Mean confidence of OCR pages (0 to 100, rounded to 0.1); null without any.
+    pub average_confidence: Option<f64>,
+    /// Recognition passes over all pages.
+    pub attempts: u64,
+}
+
+impl From<PageSummary> for PageSummaryOut {
+    fn from(s: PageSummary) -> Self {
+        PageSummaryOut {
+            pages: s.pages,
+            text_layer: s.text_layer,
+            ocr: s.ocr,
+            failed: s.failed,
+            pending: s.pending,
+            corrected: s.corrected,
+            with_warnings: s.with_warnings,
+            average_confidence: s.average_confidence,
+            attempts: s.attempts,
+        }
+    }
+}
+
+/// One page record, without its text.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PageOut {
+    /// 1-based.
+    pub number: u32,
+    /// `text_layer`, `ocr`, `failed`, or `pending` (needs OCR, not read yet).
+    pub source: String,
+    /// Mean OCR word confidence, 0 to 100; null for text-layer and pending pages.
+    pub confidence: Option<f64>,
+    /// Clockwise rotation OCR applied to make the page upright (0, 90, 180, 270).
+    pub rotation_degrees: Option<u32>,
+    /// Characters of the page's current text.
+    pub chars: u64,
+    /// Recognition passes made on the page.
+    pub attempts: u32,
+    /// The language model's correction was kept.
+    pub corrected: bool,
+    pub warnings: Vec<String>,
+    /// `code: detail` of a page OCR could not read.
+    pub error: Option<String>,
+    /// The kept page image, relative to the data directory.
+    pub image_path: Option<String>,
+}
+
+impl From<ListedPage> for PageOut {
+    fn from(p: ListedPage) -> Self {
+        PageOut {
+            number: p.number,
+            source: p.source.as_str().to_string(),
+            confidence: p.confidence,
+            rotation_degrees: p.rotation_degrees,
+            chars: p.chars,
+            attempts: p.attempts,
+            corrected: p.corrected,
+            warnings: p.warnings,
+            error: p.error,
+            image_path: p.image_path,
+        }
+    }
+}
+
+/// The page records of a document's latest run that recorded pages.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PageListingOut {
+    pub document_id: String,
+    /// The run the records are from; null when no run recorded pages (not a paged document,
+    /// or never processed).
+    pub run_id: Option<String>,
+    pub summary: PageSummaryOut,
+    /// Records matching the filter (all, or failures only).
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+    pub pages: Vec<PageOut>,
+}
+
+impl From<PageListing> for PageListingOut {
+    fn from(l: PageListing) -> Self {
+        PageListingOut {
+            document_id: l.document_id,
+            run_id: l.run_id,
+            summary: l.summary.into(),
+            total: l.total,
+            limit: l.limit,
+            offset: l.offset,
+            pages: l.pages.into_iter().map(PageOut::from).collect(),
         }
     }
 }

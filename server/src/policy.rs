@@ -61,6 +61,7 @@ mod tests {
             (Method::GET, "/health/x", Access::Read),
             (Method::GET, "/documents", Access::Read),
             (Method::HEAD, "/documents/doc_1", Access::Read),
+            (Method::GET, "/documents/doc_1/pages", Access::Read),
             (Method::OPTIONS, "/runs", Access::Read),
             (Method::GET, "/openapi.json", Access::Read),
             (Method::POST, "/search", Access::Read),

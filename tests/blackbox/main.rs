@@ -6,5 +6,6 @@ mod cli;
 mod crash;
 mod formats;
 mod ocr;
+mod pages;
 mod support;
 mod tidy;

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod api;
 pub mod import;
 pub mod migrate;
+pub mod pages;
 pub mod pipeline;
 pub mod process;
 pub mod runs;

@@ -1,16 +1,18 @@
-//! `/documents`: streamed uploads, listing, lookup, deletion, reprocessing and content pages.
+//! `/documents`: streamed uploads, listing, lookup, deletion, reprocessing, content pages and
+//! page records.
 
 use axum::Json;
 use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
 use axum::extract::{Multipart, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use utoipa::IntoParams;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiPath, ApiQuery, OptionalJson, page_limit, page_offset, request_too_large};
 use crate::model::{
-    ContentPageOut, DeletedOut, DocumentList, DocumentOut, Reprocess, RunOut, UploadForm,
+    ContentPageOut, DeletedOut, DocumentList, DocumentOut, PageListingOut, Reprocess, RunOut,
+    UploadForm,
 };
 use crate::routes::runs::start_run;
 use crate::state::AppState;
@@ -245,4 +247,62 @@ pub async fn content(
     page_offset(&["query", "limit"], q.limit)?;
     let page = state.shelf.content(&id, offset, q.limit).await?;
     Ok(Json(page.into()))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PagesQuery {
+    /// Default 100, at most 1000.
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u64>,
+    /// Default 0.
+    #[param(minimum = 0, maximum = 9_007_199_254_740_991_u64)]
+    pub offset: Option<u64>,
+    /// Only failed pages and pages with an error or warnings (default false). `true`/`false`,
+    /// also `1`/`0`, `yes`/`no`, `on`/`off`.
+    #[serde(default, deserialize_with = "query_bool")]
+    #[param(value_type = Option<bool>)]
+    pub failures_only: Option<bool>,
+}
+
+/// A boolean query parameter, read the way the original service's clients send them.
+fn query_bool<'de, D: Deserializer<'de>>(de: D) -> Result<Option<bool>, D::Error> {
+    let text = String::deserialize(de)?;
+    match text.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(Some(true)),
+        "false" | "0" | "no" | "off" => Ok(Some(false)),
+        _ => Err(serde::de::Error::custom(
+            "Input should be a valid boolean (true or false)",
+        )),
+    }
+}
+
+/// Page records of a document
+///
+/// What happened to each page of a paged document (PDF, image) in its latest run that
+/// recorded pages: the text's source (`text_layer`, `ocr`, `failed`, `pending`), OCR
+/// confidence, rotation, attempts, correction, warnings and error, with a summary over all
+/// the run's pages. Texts are not included; `chars` gives their length. A document without
+/// pages answers an empty listing with `run_id: null`.
+#[utoipa::path(
+    get, path = "/documents/{id}/pages", operation_id = "get_document_pages", tag = "documents",
+    params(("id" = String, Path, description = "Document id"), PagesQuery),
+    responses(
+        (status = 200, body = PageListingOut),
+        (status = 404, description = "`not_found`: no such document", body = ErrorBody),
+        (status = 422, description = "`validation_error`: `limit` outside 1 to 1000, a negative or non-numeric `offset`, a `failures_only` that is not a boolean", body = ErrorBody),
+    )
+)]
+pub async fn pages(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<PagesQuery>,
+) -> Result<Json<PageListingOut>, ApiError> {
+    let limit = page_limit("limit", q.limit, 100, 1000)?;
+    let offset = page_offset(&["query", "offset"], q.offset)?;
+    let listing = state
+        .shelf
+        .pages(&id, limit, offset, q.failures_only.unwrap_or(false))
+        .await?;
+    Ok(Json(listing.into()))
 }

@@ -15,6 +15,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("DELETE", "/documents/{id}", "write"),
     ("POST", "/documents/{id}/reprocess", "write"),
     ("GET", "/documents/{id}/content", "read"),
+    ("GET", "/documents/{id}/pages", "read"),
     ("POST", "/runs", "write"),
     ("GET", "/runs", "read"),
     ("GET", "/runs/{id}", "read"),
