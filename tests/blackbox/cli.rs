@@ -193,7 +193,7 @@ fn queued_runs_are_processed_by_a_worker_process() {
 #[test]
 fn failed_runs_can_be_retried_reusing_finished_stages() {
     let env = Env::new();
-    // An operator pipeline that stops after OCR: OCR is not built yet, so an image fails there.
+    // An operator pipeline that stops after OCR; an image that is not one fails there.
     let pipelines = env.path().join("pipelines");
     env.write(
         "pipelines/ocr-only.yaml",
@@ -217,7 +217,8 @@ fn failed_runs_can_be_retried_reusing_finished_stages() {
         failed["error"]
             .as_str()
             .unwrap()
-            .contains("OCR is not available")
+            .contains("(image_unreadable)"),
+        "{failed:#}"
     );
 
     // Retrying a run that did not fail is refused.
@@ -236,7 +237,7 @@ fn failed_runs_can_be_retried_reusing_finished_stages() {
         .filter(|e| e["kind"] == "stage_started" && e["stage"] == "extract")
         .count();
     assert_eq!(starts, 0, "extract's checkpoint is reused");
-    assert_eq!(retried["status"], "failed", "ocr still fails");
+    assert_eq!(retried["status"], "failed", "the image is still unreadable");
     let queued_file = env.write("queued.txt", "Queued text.\n");
     let (_, queued_run) = env.queue(&queued_file);
     let out = env.run(&["admin", "run-retry", &queued_run, "--json"]);
