@@ -153,7 +153,13 @@ async fn scans_uploaded_over_http_become_searchable_text() {
             corpus("ocr/rotated-pdf/ocr_test_rotated_90.pdf"),
         ],
     );
-    let (status, pdf) = upload(&client, &api, "mixed.pdf", std::fs::read(&mixed).expect("read")).await;
+    let (status, pdf) = upload(
+        &client,
+        &api,
+        "mixed.pdf",
+        std::fs::read(&mixed).expect("read"),
+    )
+    .await;
     assert_eq!(status, 201, "{pdf}");
     let photo_id = photo["id"].as_str().expect("id");
     let pdf_id = pdf["id"].as_str().expect("id");
@@ -164,7 +170,10 @@ async fn scans_uploaded_over_http_become_searchable_text() {
     let page = &pages["pages"][0];
     assert_eq!(page["source"], "ocr", "{pages:#}");
     assert_eq!(page["rotation_degrees"], 90, "{pages:#}");
-    assert!(page["confidence"].as_f64().unwrap_or(0.0) > 80.0, "{pages:#}");
+    assert!(
+        page["confidence"].as_f64().unwrap_or(0.0) > 80.0,
+        "{pages:#}"
+    );
     let image = page["image_path"].as_str().expect("a kept page image");
     let png = std::fs::read(env.path().join("data").join(image)).expect("page image");
     assert!(png.starts_with(b"\x89PNG"), "{image}");
@@ -231,7 +240,10 @@ fn a_sigkilled_worker_mid_scan_reads_no_finished_page_again() {
         .first()
         .and_then(|m| m.split_whitespace().next()?.parse().ok())
         .expect("a pages_reused event");
-    assert!(reused as u64 >= at_kill, "reused {reused}, read before the kill {at_kill}");
+    assert!(
+        reused as u64 >= at_kill,
+        "reused {reused}, read before the kill {at_kill}"
+    );
     read.sort_unstable();
     let before = read.len();
     read.dedup();
@@ -293,7 +305,10 @@ fn a_page_over_its_time_fails_the_document_or_is_skipped_as_configured() {
     assert_eq!(file["run_status"], "failed", "{report:#}");
     let run = run_json(&strict, file["run_id"].as_str().expect("run"));
     let error = run["error"].as_str().unwrap_or_default();
-    assert!(error.contains("ocr_timeout") && error.contains("page 2"), "{error}");
+    assert!(
+        error.contains("ocr_timeout") && error.contains("page 2"),
+        "{error}"
+    );
 
     let report: Value = serde_json::from_slice(&lenient_out.stdout).expect("json");
     let file = &report["files"][0];
