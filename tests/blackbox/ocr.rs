@@ -286,9 +286,9 @@ fn canceling_a_scan_stops_between_pages() {
 #[test]
 fn a_page_over_its_time_fails_the_document_or_is_skipped_as_configured() {
     let tiff = corpus("ocr/made/three-pages.tif");
-    let strict = Env::new().with("SHELF_OCR_TIMEOUT_SECONDS", "4");
+    let strict = Env::new().with("SHELF_OCR_TIMEOUT_SECONDS", "8");
     let lenient = Env::new()
-        .with("SHELF_OCR_TIMEOUT_SECONDS", "4")
+        .with("SHELF_OCR_TIMEOUT_SECONDS", "8")
         .with("SHELF_OCR_FAIL_ON_PAGE_ERROR", "false");
     for env in [&strict, &lenient] {
         assert!(env.run(&["migrate"]).status.success());
