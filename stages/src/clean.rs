@@ -8,7 +8,9 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use shelf_documents::{DocumentStore, TEXT_KIND_CLEANED, TextRecord};
+use shelf_documents::{DocumentStore, TEXT_KIND_CLEANED};
+
+use crate::texts::save_stage_text;
 use shelf_engine::{Stage, StageContext, StageError};
 use std::sync::Arc;
 
@@ -101,24 +103,18 @@ impl Stage for Clean {
             .await?;
         }
         let body = chunk::join(&chunks, &cleaned);
-        let chars = body.chars().count();
-        let cleaned_id = format!("{}:{}", ctx.run_id, ctx.stage);
-        shelf_documents::put_text(
+        let saved = save_stage_text(
             &self.documents.db,
-            &TextRecord {
-                id: cleaned_id.clone(),
-                document_id: source.document_id.clone(),
-                run_id: ctx.run_id.clone(),
-                kind: TEXT_KIND_CLEANED.into(),
-                body,
-            },
+            ctx,
+            &source.document_id,
+            TEXT_KIND_CLEANED,
+            body,
         )
-        .await
-        .map_err(from_documents)?;
+        .await?;
         Ok(json!({
-            "cleaned_text_id": cleaned_id,
-            "text_id": cleaned_id,
-            "chars": chars,
+            "cleaned_text_id": saved.id,
+            "text_id": saved.id,
+            "chars": saved.chars,
             "chunks": total,
             "fallback_chunks": fallbacks,
             "reused_chunks": reused,

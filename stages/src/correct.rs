@@ -12,8 +12,8 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use shelf_documents::DocumentStore;
 use shelf_documents::pages::{PageRecord, PageSource, put_page};
-use shelf_documents::{DocumentStore, TextRecord};
 use shelf_engine::{Stage, StageContext, StageError};
 
 use crate::StageDeps;
@@ -22,6 +22,7 @@ use crate::errors::{from_documents, from_provider};
 use crate::metrics;
 use crate::ocr::{TEXT_KIND_OCR, joined_text, this_runs_pages};
 use crate::provider::{CorrectRequest, Provider};
+use crate::texts::save_stage_text;
 
 /// Which OCR pages go to the language model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -199,25 +200,12 @@ impl Stage for Correct {
             .await?;
         }
         let body = joined_text(&pages);
-        let chars = body.chars().count();
-        let text_id = format!("{}:{}", ctx.run_id, ctx.stage);
-        shelf_documents::put_text(
-            db,
-            &TextRecord {
-                id: text_id.clone(),
-                document_id: document_id.clone(),
-                run_id: ctx.run_id.clone(),
-                kind: TEXT_KIND_OCR.into(),
-                body,
-            },
-        )
-        .await
-        .map_err(from_documents)?;
+        let saved = save_stage_text(db, ctx, &document_id, TEXT_KIND_OCR, body).await?;
         let rejected_pages: Vec<u32> = sorted_numbers(&verdicts, Verdict::Rejected);
         Ok(json!({
-            "text_id": text_id,
+            "text_id": saved.id,
             "pages_run_id": ctx.run_id,
-            "chars": chars,
+            "chars": saved.chars,
             "mode": mode.as_str(),
             "provider": self.provider.name(),
             "pages_sent": chosen.len(),

@@ -14,15 +14,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use shelf_documents::pages::put_pages;
-use shelf_documents::{
-    DocumentStore, PageRecord, PageSource, TEXT_KIND_RAW, TextRecord, format_for,
-};
+use shelf_documents::{DocumentStore, PageRecord, PageSource, TEXT_KIND_RAW, format_for};
 use shelf_engine::{Stage, StageContext, StageError};
 pub use shelf_extractors::Limits;
 use shelf_extractors::{Control, ExtractError, Extraction, Input, Kind, extractor_version};
 
 use crate::StageDeps;
 use crate::errors::from_documents;
+use crate::texts::save_stage_text;
 
 /// Most warnings recorded as events per extraction; the rest are counted in one more event.
 const MAX_WARNING_EVENTS: usize = 20;
@@ -151,20 +150,8 @@ impl Stage for Extract {
         }
         record_warnings(ctx, &extraction.warnings).await?;
 
-        let text_id = format!("{}:{}", ctx.run_id, ctx.stage);
-        let chars = extraction.markdown.chars().count();
-        shelf_documents::put_text(
-            db,
-            &TextRecord {
-                id: text_id.clone(),
-                document_id: document.id.clone(),
-                run_id: ctx.run_id.clone(),
-                kind: TEXT_KIND_RAW.into(),
-                body: extraction.markdown,
-            },
-        )
-        .await
-        .map_err(from_documents)?;
+        let saved =
+            save_stage_text(db, ctx, &document.id, TEXT_KIND_RAW, extraction.markdown).await?;
         if !extraction.segments.is_empty() {
             shelf_documents::put_segments(db, &document.id, &extraction.segments)
                 .await
@@ -178,9 +165,9 @@ impl Stage for Extract {
         let metadata = &extraction.metadata;
         Ok(json!({
             "document_id": document.id,
-            "raw_text_id": text_id,
-            "text_id": text_id,
-            "chars": chars,
+            "raw_text_id": saved.id,
+            "text_id": saved.id,
+            "chars": saved.chars,
             "encoding": metadata.encoding,
             "media_type": format.media_type,
             "extractor": version,

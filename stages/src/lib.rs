@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod ocr;
 pub mod provider;
 pub mod summarize;
+mod texts;
 
 use std::sync::Arc;
 

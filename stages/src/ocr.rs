@@ -14,7 +14,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use shelf_documents::pages::{PageRecord, PageSource, put_page, put_pages, run_pages};
-use shelf_documents::{DocumentStore, TextRecord, format_for};
+use shelf_documents::{DocumentStore, format_for};
 use shelf_engine::{Stage, StageContext, StageError};
 use shelf_extractors::Kind;
 pub use shelf_ocr::OcrSettings;
@@ -23,6 +23,7 @@ use shelf_ocr::{Control, OcrError, PageImage, PageText, Recognizer};
 use crate::StageDeps;
 use crate::errors::from_documents;
 use crate::metrics;
+use crate::texts::save_stage_text;
 
 /// Kind of the text `ocr` writes (text-layer and OCR pages joined).
 pub const TEXT_KIND_OCR: &str = "ocr";
@@ -216,26 +217,13 @@ impl Stage for Ocr {
                 )
             });
         }
-        let chars = body.chars().count();
-        let text_id = format!("{}:{}", ctx.run_id, ctx.stage);
-        shelf_documents::put_text(
-            db,
-            &TextRecord {
-                id: text_id.clone(),
-                document_id: document.id.clone(),
-                run_id: ctx.run_id.clone(),
-                kind: TEXT_KIND_OCR.into(),
-                body,
-            },
-        )
-        .await
-        .map_err(from_documents)?;
+        let saved = save_stage_text(db, ctx, &document.id, TEXT_KIND_OCR, body).await?;
         Ok(json!({
             "ran": summary.ocr > 0,
             "pages_run_id": ctx.run_id,
-            "text_id": text_id,
-            "ocr_text_id": text_id,
-            "chars": chars,
+            "text_id": saved.id,
+            "ocr_text_id": saved.id,
+            "chars": saved.chars,
             "ocr_pages": summary.ocr,
             "failed_pages": summary.failed,
             "text_layer_pages": pages.len() - wanted.len(),
@@ -562,16 +550,9 @@ mod tests {
 
     fn page(number: u32, source: PageSource, text: &str) -> PageRecord {
         PageRecord {
-            number,
             source,
             text: text.into(),
-            confidence: None,
-            rotation_degrees: None,
-            attempts: 0,
-            corrected: false,
-            warnings: Vec::new(),
-            error: None,
-            image_path: None,
+            ..PageRecord::pending(number)
         }
     }
 

@@ -126,6 +126,31 @@ pub(crate) async fn get_json(client: &Client, api: &Api, path: &str) -> Value {
         .expect("json")
 }
 
+/// Queues a run of a document and waits for it to end; returns the finished run.
+pub(crate) async fn run_to_the_end(client: &Client, api: &Api, document_id: &str) -> Value {
+    let reply = client
+        .post(api.url("/runs"))
+        .json(&json!({ "document_id": document_id }))
+        .send()
+        .await
+        .expect("create run");
+    assert_eq!(reply.status(), StatusCode::CREATED);
+    let run: Value = reply.json().await.expect("run");
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let run = get_json(client, api, &format!("/runs/{run_id}")).await;
+        if matches!(
+            run["status"].as_str(),
+            Some("succeeded" | "failed" | "canceled")
+        ) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run never ended: {run:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn assert_error(status: StatusCode, body: &Value, expected_status: u16, code: &str) {
     assert_eq!(status.as_u16(), expected_status, "{body}");
     assert_eq!(body["code"], code, "{body}");

@@ -2,41 +2,11 @@
 //! DOCX, an HTML page and an SRT transcript uploaded, processed by the default pipeline and
 //! found by a phrase of each; a damaged file fails its run with a stable code and stays.
 
-use std::time::Duration;
-
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::api::{Api, client, get_json, migrated, upload};
+use crate::api::{Api, client, get_json, migrated, run_to_the_end, upload};
 use crate::support::{Env, corpus};
-
-/// Queues a run of a document and waits for it to end; returns the finished run.
-async fn run_to_the_end(client: &reqwest::Client, api: &Api, document_id: &str) -> Value {
-    let reply = client
-        .post(api.url("/runs"))
-        .json(&json!({ "document_id": document_id }))
-        .send()
-        .await
-        .expect("create run");
-    assert_eq!(reply.status(), StatusCode::CREATED);
-    let run: Value = reply.json().await.expect("run");
-    let run_id = run["id"].as_str().expect("run id").to_string();
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let run = get_json(client, api, &format!("/runs/{run_id}")).await;
-        if matches!(
-            run["status"].as_str(),
-            Some("succeeded" | "failed" | "canceled")
-        ) {
-            return run;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "run never ended: {run:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 async fn search_total(client: &reqwest::Client, api: &Api, query: &str) -> (u64, Vec<Value>) {
     let reply: Value = client

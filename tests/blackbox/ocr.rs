@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::api::{Api, client, get_json, migrated, upload};
+use crate::api::{Api, client, get_json, migrated, run_to_the_end, upload};
 use crate::support::{Env, corpus, wait_for};
 
 /// `pdfunite` (poppler-utils) joins PDFs into one the test owns.
@@ -91,31 +91,6 @@ fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
-async fn run_to_end(client: &reqwest::Client, api: &Api, doc_id: &str) -> Value {
-    let run: Value = client
-        .post(api.url("/runs"))
-        .json(&json!({ "document_id": doc_id }))
-        .send()
-        .await
-        .expect("create run")
-        .json()
-        .await
-        .expect("json");
-    let run_id = run["id"].as_str().expect("run id").to_string();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let run = get_json(client, api, &format!("/runs/{run_id}")).await;
-        if matches!(
-            run["status"].as_str(),
-            Some("succeeded" | "failed" | "canceled")
-        ) {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "run {run_id} did not finish");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 async fn search(client: &reqwest::Client, api: &Api, query: &str) -> Value {
     client
         .post(api.url("/search"))
@@ -164,7 +139,7 @@ async fn scans_uploaded_over_http_become_searchable_text() {
     let photo_id = photo["id"].as_str().expect("id");
     let pdf_id = pdf["id"].as_str().expect("id");
 
-    let run = run_to_end(&client, &api, photo_id).await;
+    let run = run_to_the_end(&client, &api, photo_id).await;
     assert_eq!(run["status"], "succeeded", "{run:#}");
     let pages = get_json(&client, &api, &format!("/documents/{photo_id}/pages")).await;
     let page = &pages["pages"][0];
@@ -180,7 +155,7 @@ async fn scans_uploaded_over_http_become_searchable_text() {
     let hits = search(&client, &api, "quick brown dog jumped").await;
     assert_eq!(hits["document_ids"], json!([photo_id]), "{hits}");
 
-    let run = run_to_end(&client, &api, pdf_id).await;
+    let run = run_to_the_end(&client, &api, pdf_id).await;
     assert_eq!(run["status"], "succeeded", "{run:#}");
     // Only the scanned page went through OCR.
     let run_id = run["id"].as_str().expect("id");
