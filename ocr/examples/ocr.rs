@@ -34,12 +34,19 @@ fn parse() -> anyhow_free::Result<Args> {
                 args.settings.pdf_dpi = it.next().and_then(|v| v.parse().ok()).ok_or("--dpi D")?
             }
             "--lang" => args.settings.languages = it.next().ok_or("--lang LANGS")?,
+            "--timeout-ms" => {
+                let ms = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("--timeout-ms MS")?;
+                args.settings.page_timeout = std::time::Duration::from_millis(ms);
+            }
             "--no-osd" => args.osd = false,
             "--retry" => args.settings.rotation_retry = true,
             "--quiet" => args.quiet = true,
             "-h" | "--help" => {
                 return Err(
-                    "usage: ocr [--jobs N] [--no-osd] [--retry] [--dpi D] [--lang L] \
+                    "usage: ocr [--jobs N] [--no-osd] [--retry] [--dpi D] [--lang L] [--timeout-ms MS] \
                             [--quiet] FILE..."
                         .into(),
                 );
