@@ -14,6 +14,8 @@ struct Args {
     jobs: usize,
     osd: bool,
     quiet: bool,
+    /// Write each page's text to `DIR/<file stem>-<page>.txt` (for scoring).
+    out: Option<PathBuf>,
     settings: OcrSettings,
     files: Vec<PathBuf>,
 }
@@ -23,6 +25,7 @@ fn parse() -> anyhow_free::Result<Args> {
         jobs: 1,
         osd: true,
         quiet: false,
+        out: None,
         settings: OcrSettings::default(),
         files: Vec::new(),
     };
@@ -34,13 +37,21 @@ fn parse() -> anyhow_free::Result<Args> {
                 args.settings.pdf_dpi = it.next().and_then(|v| v.parse().ok()).ok_or("--dpi D")?
             }
             "--lang" => args.settings.languages = it.next().ok_or("--lang LANGS")?,
+            "--timeout-ms" => {
+                let ms = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("--timeout-ms MS")?;
+                args.settings.page_timeout = std::time::Duration::from_millis(ms);
+            }
             "--no-osd" => args.osd = false,
             "--retry" => args.settings.rotation_retry = true,
             "--quiet" => args.quiet = true,
+            "--out" => args.out = Some(it.next().ok_or("--out DIR")?.into()),
             "-h" | "--help" => {
                 return Err(
-                    "usage: ocr [--jobs N] [--no-osd] [--retry] [--dpi D] [--lang L] \
-                            [--quiet] FILE..."
+                    "usage: ocr [--jobs N] [--no-osd] [--retry] [--dpi D] [--lang L] [--timeout-ms MS] \
+                            [--quiet] [--out DIR] FILE..."
                         .into(),
                 );
             }
@@ -166,6 +177,14 @@ fn main() {
                 }
                 if !args.quiet {
                     println!("{}\n", text.text);
+                }
+                if let Some(dir) = &args.out {
+                    let stem = job.file.file_stem().unwrap_or_default().to_string_lossy();
+                    let path = dir.join(format!("{stem}-{}.txt", job.page));
+                    if let Err(e) = std::fs::write(&path, &text.text) {
+                        eprintln!("{}: {e}", path.display());
+                        failed = true;
+                    }
                 }
             }
             Err(e) => {

@@ -253,9 +253,23 @@ fn every_page_of_a_multi_page_tiff_is_reachable() {
     assert!(past.detail.contains("3 page"), "{}", past.detail);
 }
 
+/// A 300-dpi magazine page, recognized once, and how long that took: the yardstick for the
+/// cancel and deadline tests (the machine may be shared, so absolute times mean little).
+fn magazine() -> &'static (PageText, Duration) {
+    static M: OnceLock<(PageText, Duration)> = OnceLock::new();
+    M.get_or_init(|| {
+        recognizer().check_available().unwrap();
+        let started = Instant::now();
+        let page = raster(recognizer(), MAGAZINE, 0).unwrap();
+        (page, started.elapsed())
+    })
+}
+
+const MAGAZINE: &str = "tesseract/8071_093.3B.tif";
+
 #[test]
 fn a_300_dpi_magazine_page_is_read_close_to_its_ground_truth() {
-    let page = raster(recognizer(), "tesseract/8071_093.3B.tif", 0).unwrap();
+    let (page, _) = magazine();
     let rate = cer(&text_of("tesseract/8071_093.3B.txt"), &page.text);
     assert!(rate <= 0.10, "CER {rate:.4}");
     assert_eq!(page.dpi, 300);
@@ -264,7 +278,8 @@ fn a_300_dpi_magazine_page_is_read_close_to_its_ground_truth() {
 
 #[test]
 fn canceling_before_or_while_recognizing_answers_canceled() {
-    let bytes = read("tesseract/8087_054.3B.tif");
+    let full = magazine().1;
+    let bytes = read(MAGAZINE);
     let page = PageImage::Raster {
         bytes: &bytes,
         index: 0,
@@ -279,34 +294,37 @@ fn canceling_before_or_while_recognizing_answers_canceled() {
     let err = std::thread::scope(|s| {
         let canceler = control.clone();
         s.spawn(move || {
-            std::thread::sleep(Duration::from_millis(700));
+            std::thread::sleep(full / 5);
             canceler.cancel();
         });
         recognizer().recognize(page, false, &control).unwrap_err()
     });
     assert_eq!(err.code, "canceled");
-    // The whole page takes about 3 s: recognition stopped soon after the flag.
+    let took = started.elapsed();
     assert!(
-        started.elapsed() < Duration::from_millis(2000),
-        "{:?}",
-        started.elapsed()
+        took < full * 7 / 10,
+        "canceled after {took:?}; a full read takes {full:?}"
     );
 }
 
 #[test]
 fn a_page_over_its_time_limit_fails_ocr_timeout() {
+    let full = magazine().1;
+    let limit = full / 5;
     let r = Recognizer::new(OcrSettings {
-        page_timeout: Duration::from_millis(500),
+        page_timeout: limit,
         ..OcrSettings::default()
     });
+    // Engines are loaded before the clock starts: the limit is about recognition.
+    r.check_available().unwrap();
     let started = Instant::now();
-    let err = raster(&r, "tesseract/8087_054.3B.tif", 0).unwrap_err();
+    let err = raster(&r, MAGAZINE, 0).unwrap_err();
     assert_eq!(err.code, "ocr_timeout", "{err:?}");
     assert!(!err.retryable);
+    let took = started.elapsed();
     assert!(
-        started.elapsed() < Duration::from_millis(2500),
-        "{:?}",
-        started.elapsed()
+        took < full * 7 / 10,
+        "stopped after {took:?}; a full read takes {full:?}"
     );
 }
 
