@@ -9,6 +9,18 @@ mod m20261123_000001_pages;
 
 pub struct Migrator;
 
+/// Runs a migration's SQL statements in order (every migration here is plain SQL).
+pub(crate) async fn execute_all(
+    manager: &SchemaManager<'_>,
+    statements: &[&str],
+) -> Result<(), DbErr> {
+    let db = manager.get_connection();
+    for sql in statements {
+        db.execute_unprepared(sql).await?;
+    }
+    Ok(())
+}
+
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {

@@ -33,18 +33,10 @@ const DOWN: &[&str] = &[
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        for sql in UP {
-            db.execute_unprepared(sql).await?;
-        }
-        Ok(())
+        crate::execute_all(manager, UP).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        for sql in DOWN {
-            db.execute_unprepared(sql).await?;
-        }
-        Ok(())
+        crate::execute_all(manager, DOWN).await
     }
 }
