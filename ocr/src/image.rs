@@ -91,6 +91,13 @@ impl Pix {
         Pix::from_raw(raw).ok_or_else(|| OcrError::failed("cannot rotate the page image"))
     }
 
+    /// This image scaled by `factor` (under 1 shrinks it); 1-bit pages come out grayscale.
+    pub(crate) fn scaled(&self, factor: f32) -> Result<Pix, OcrError> {
+        // SAFETY: pixScale reads the live source and returns a new Pix or null.
+        let raw = unsafe { lept::pixScale(self.as_ptr(), factor, factor) };
+        Pix::from_raw(raw).ok_or_else(|| OcrError::failed("cannot scale the page image"))
+    }
+
     /// The image as PNG bytes.
     pub(crate) fn to_png(&self) -> Result<Vec<u8>, OcrError> {
         let mut data: *mut u8 = std::ptr::null_mut();

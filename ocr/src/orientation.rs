@@ -40,9 +40,22 @@ pub(crate) fn decide(osd: Option<(u32, f32)>) -> Decision {
     }
 }
 
+/// Resolution OSD looks at. OSD only needs the shapes of lines and letters; its layout analysis
+/// costs in proportion to pixels, so a 300-dpi page is shown to it at half size (a quarter of
+/// the work) and turned the same way.
+pub(crate) const OSD_DPI: u32 = 150;
+
 /// Runs OSD on `pix` with `engine` (an orientation engine) and decides.
 pub(crate) fn detect(engine: &mut Engine, pix: &Pix, dpi: u32) -> Decision {
-    engine.set_image(pix, dpi);
+    let smaller = if dpi > OSD_DPI {
+        pix.scaled(OSD_DPI as f32 / dpi as f32).ok()
+    } else {
+        None
+    };
+    match &smaller {
+        Some(small) => engine.set_image(small, OSD_DPI),
+        None => engine.set_image(pix, dpi),
+    }
     let osd = engine.detect_orientation();
     engine.clear();
     decide(osd)
