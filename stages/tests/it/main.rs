@@ -4,6 +4,7 @@
 
 mod extraction;
 mod fake_server;
+mod ocr;
 mod openai_provider;
 mod pipeline;
 mod provider_pipelines;

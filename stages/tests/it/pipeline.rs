@@ -20,13 +20,23 @@ pub struct Setup {
 }
 
 pub async fn setup(provider: Arc<dyn Provider>, target_chars: usize, concurrency: usize) -> Setup {
+    setup_with(provider, target_chars, concurrency, |_| {}).await
+}
+
+/// `setup`, with the stage dependencies adjusted by `adjust` (OCR and correction settings).
+pub async fn setup_with(
+    provider: Arc<dyn Provider>,
+    target_chars: usize,
+    concurrency: usize,
+    adjust: impl FnOnce(&mut StageDeps),
+) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let db = shelf_engine::db::connect(&dir.path().join("s.sqlite"), 4)
         .await
         .unwrap();
     Migrator::up(&db, None).await.unwrap();
     let documents = DocumentStore::new(db.clone(), dir.path().join("data"));
-    let deps = StageDeps {
+    let mut deps = StageDeps {
         documents: documents.clone(),
         provider,
         chunking: ChunkSettings {
@@ -43,6 +53,7 @@ pub async fn setup(provider: Arc<dyn Provider>, target_chars: usize, concurrency
         cleaning_prompt_version: "cmos_v4".into(),
         classification_prompt_version: "dewey_v2".into(),
     };
+    adjust(&mut deps);
     let config = EngineConfig::default();
     let engine = Engine::new(
         RunStore::new(db, config.lease),
