@@ -40,20 +40,39 @@ pub(crate) fn decide(osd: Option<(u32, f32)>) -> Decision {
     }
 }
 
-/// Resolution OSD looks at. OSD only needs the shapes of lines and letters; its layout analysis
-/// costs in proportion to pixels, so a 300-dpi page is shown to it at half size (a quarter of
-/// the work) and turned the same way.
+/// Resolution OSD looks at on large pages. OSD only needs the shapes of lines and letters; its
+/// layout analysis costs in proportion to pixels, so a 300-dpi page is shown to it at half
+/// size (a quarter of the work) and turned the same way.
 pub(crate) const OSD_DPI: u32 = 150;
+
+/// Pages under this many pixels are shown to OSD as they are: shrinking small pages (or pages
+/// whose stated resolution is too high) leaves letters too small to judge.
+pub(crate) const OSD_MIN_PIXELS: f64 = 4_000_000.0;
+
+/// The factor OSD sees the page at: 1, or under 1 for a large page at high resolution.
+pub(crate) fn osd_scale(width: u32, height: u32, dpi: u32) -> f32 {
+    let pixels = f64::from(width) * f64::from(height);
+    if dpi <= OSD_DPI || pixels <= OSD_MIN_PIXELS {
+        return 1.0;
+    }
+    let by_resolution = f64::from(OSD_DPI) / f64::from(dpi);
+    let by_pixels = (OSD_MIN_PIXELS / pixels).sqrt();
+    by_resolution.max(by_pixels).min(1.0) as f32
+}
 
 /// Runs OSD on `pix` with `engine` (an orientation engine) and decides.
 pub(crate) fn detect(engine: &mut Engine, pix: &Pix, dpi: u32) -> Decision {
-    let smaller = if dpi > OSD_DPI {
-        pix.scaled(OSD_DPI as f32 / dpi as f32).ok()
+    let scale = osd_scale(pix.width(), pix.height(), dpi);
+    let smaller = if scale < 1.0 {
+        pix.scaled(scale).ok()
     } else {
         None
     };
     match &smaller {
-        Some(small) => engine.set_image(small, OSD_DPI),
+        Some(small) => {
+            let seen_dpi = ((dpi as f32) * scale).round() as u32;
+            engine.set_image(small, seen_dpi.max(1));
+        }
         None => engine.set_image(pix, dpi),
     }
     let osd = engine.detect_orientation();
@@ -64,6 +83,19 @@ pub(crate) fn detect(engine: &mut Engine, pix: &Pix, dpi: u32) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_large_high_resolution_pages_are_shrunk_for_osd() {
+        // phototest: 640×480 at 200 dpi stays as it is.
+        assert_eq!(osd_scale(640, 480, 200), 1.0);
+        // A 300-dpi letter page (2560×3300) is shown at the larger of 150 dpi and 4 Mpx.
+        let letter = osd_scale(2560, 3300, 300);
+        assert!((letter - 0.696).abs() < 0.01, "{letter}");
+        // A very large page goes down to 150 dpi.
+        assert!((osd_scale(7680, 9900, 300) - 0.5).abs() < 1e-6);
+        // Low resolution is never shrunk.
+        assert_eq!(osd_scale(7680, 9900, 150), 1.0);
+    }
 
     #[test]
     fn the_page_orientation_is_undone_clockwise() {
