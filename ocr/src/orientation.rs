@@ -45,9 +45,9 @@ pub(crate) fn decide(osd: Option<(u32, f32)>) -> Decision {
 /// size (a quarter of the work) and turned the same way.
 pub(crate) const OSD_DPI: u32 = 150;
 
-/// Pages under this many pixels are shown to OSD as they are: shrinking small pages (or pages
+/// Pages are never shrunk under this many pixels for OSD: shrinking small pages (or pages
 /// whose stated resolution is too high) leaves letters too small to judge.
-pub(crate) const OSD_MIN_PIXELS: f64 = 4_000_000.0;
+pub(crate) const OSD_MIN_PIXELS: f64 = 2_000_000.0;
 
 /// The factor OSD sees the page at: 1, or under 1 for a large page at high resolution.
 pub(crate) fn osd_scale(width: u32, height: u32, dpi: u32) -> f32 {
@@ -88,9 +88,13 @@ mod tests {
     fn only_large_high_resolution_pages_are_shrunk_for_osd() {
         // phototest: 640×480 at 200 dpi stays as it is.
         assert_eq!(osd_scale(640, 480, 200), 1.0);
-        // A 300-dpi letter page (2560×3300) is shown at the larger of 150 dpi and 4 Mpx.
-        let letter = osd_scale(2560, 3300, 300);
-        assert!((letter - 0.696).abs() < 0.01, "{letter}");
+        // A 300-dpi letter page (2560×3300, 8.4 Mpx) is shown at 150 dpi (2.1 Mpx).
+        assert!((osd_scale(2560, 3300, 300) - 0.5).abs() < 1e-6);
+        // A 300-dpi page of 2000×2000 (4 Mpx) stops at 2 Mpx, above 150 dpi.
+        let square = osd_scale(2000, 2000, 300);
+        assert!((square - 0.707).abs() < 0.01, "{square}");
+        // A 300-dpi page under 2 Mpx stays as it is.
+        assert_eq!(osd_scale(1000, 1500, 300), 1.0);
         // A very large page goes down to 150 dpi.
         assert!((osd_scale(7680, 9900, 300) - 0.5).abs() < 1e-6);
         // Low resolution is never shrunk.
