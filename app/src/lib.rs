@@ -7,6 +7,7 @@ pub mod db;
 pub mod documents_service;
 pub mod error;
 pub mod hooks;
+pub mod okf;
 pub mod pipelines;
 pub mod providers;
 pub mod readiness;

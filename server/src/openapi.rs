@@ -14,7 +14,7 @@ use utoipa::{Modify, OpenApi};
 use crate::error::{ErrorBody, ErrorDetail, LocSegment, ValidationIssue};
 use crate::model::*;
 use crate::policy::{Access, required_access};
-use crate::routes::{documents, events, runs, search, service};
+use crate::routes::{documents, events, okf, runs, search, service};
 
 /// Names of the two security schemes; either one satisfies a protected operation.
 pub const API_KEY_SCHEME: &str = "api_key";
@@ -30,6 +30,7 @@ pub const BEARER_SCHEME: &str = "bearer";
     paths(
         documents::upload, documents::list, documents::get, documents::delete,
         documents::reprocess, documents::content, documents::pages,
+        okf::concept, okf::bundle,
         runs::create, runs::list, runs::get, runs::cancel, runs::retry,
         events::lines, events::records, events::stream_lines, events::stream_records,
         search::ids, search::results, search::facets,
@@ -45,6 +46,7 @@ pub const BEARER_SCHEME: &str = "bearer";
         EventRecordOut, EventLines, EventRecords, SseEvent,
         SearchIn, FacetsIn, DocumentStatusIn, SearchScopeIn, MatchModeIn, SearchIdsOut, SearchHitOut, SearchResultsOut, FacetCountOut, FacetsOut,
         Health, Ready, Version, Classifications, ConfigOut,
+        okf::OkfConceptOut, okf::OkfBundleOut, okf::OkfSkippedOut, okf::OkfSkipReasonOut,
     )),
     modifiers(&Envelope),
     tags(
@@ -52,6 +54,7 @@ pub const BEARER_SCHEME: &str = "bearer";
         (name = "runs", description = "Processing runs"),
         (name = "events", description = "Run events: pages and server-sent event streams"),
         (name = "search", description = "Full-text search (read scope)"),
+        (name = "export", description = "Open Knowledge Format concepts and bundles (read scope)"),
         (name = "service", description = "Health, readiness, version, settings"),
     )
 )]

@@ -6,6 +6,7 @@ mod cli;
 mod crash;
 mod formats;
 mod ocr;
+mod okf;
 mod pages;
 mod support;
 mod tidy;

@@ -2,8 +2,10 @@
 
 pub mod admin;
 pub mod api;
+pub mod export;
 pub mod import;
 pub mod migrate;
+pub mod okf;
 pub mod pages;
 pub mod pipeline;
 pub mod process;

@@ -2,6 +2,7 @@
 
 pub mod documents;
 pub mod events;
+pub mod okf;
 pub mod runs;
 pub mod search;
 pub mod service;
@@ -24,6 +25,8 @@ pub fn routes() -> Router<AppState> {
         .route("/documents/{id}/reprocess", post(documents::reprocess))
         .route("/documents/{id}/content", get(documents::content))
         .route("/documents/{id}/pages", get(documents::pages))
+        .route("/documents/{id}/okf", get(okf::concept))
+        .route("/export/okf", get(okf::bundle))
         .route("/runs", post(runs::create).get(runs::list))
         .route("/runs/{id}", get(runs::get))
         .route("/runs/{id}/cancel", post(runs::cancel))

@@ -39,8 +39,8 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<Ready>, ApiErro
 /// The commit the binary was built from, set by build.rs.
 pub const GIT_SHA: &str = env!("SHELF_GIT_SHA");
 
-/// Open Knowledge Format version of exports.
-pub const OKF_VERSION: &str = "0.1";
+/// Open Knowledge Format version of exports (the application layer writes it).
+pub const OKF_VERSION: &str = shelf_app::okf::OKF_VERSION;
 
 /// Version
 #[utoipa::path(get, path = "/version", operation_id = "version", tag = "service", responses((status = 200, body = Version)))]

@@ -16,6 +16,8 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/documents/{id}/reprocess", "write"),
     ("GET", "/documents/{id}/content", "read"),
     ("GET", "/documents/{id}/pages", "read"),
+    ("GET", "/documents/{id}/okf", "read"),
+    ("GET", "/export/okf", "read"),
     ("POST", "/runs", "write"),
     ("GET", "/runs", "read"),
     ("GET", "/runs/{id}", "read"),

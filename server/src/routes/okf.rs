@@ -1,0 +1,198 @@
+//! Open Knowledge Format: one document's concept (`/documents/{id}/okf`) and a bounded bundle
+//! (`/export/okf`). The layout is the application layer's (`shelf_app::okf`); docs/okf.md.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use shelf_app::okf::{OkfBundle, OkfFile, OkfFilter, OkfSkipped, SkipReason};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{ApiPath, ApiQuery, page_limit};
+use crate::state::AppState;
+
+/// Default and largest `limit` of a bundle: the server builds it in memory.
+pub const DEFAULT_BUNDLE_LIMIT: u64 = 100;
+pub const MAX_BUNDLE_LIMIT: u64 = 1000;
+/// Longest accepted `classification_prefix` and `tag`.
+const MAX_PREFIX_CHARS: usize = 32;
+const MAX_TAG_CHARS: usize = 200;
+
+/// A concept file: its path in a bundle and its Markdown.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OkfConceptOut {
+    /// Relative path, `/`-separated (`600-technology/630-agriculture/horses.md`).
+    pub path: String,
+    /// YAML front matter, `> synopsis`, the cleaned text, `## Related`.
+    pub content: String,
+}
+
+impl From<OkfFile> for OkfConceptOut {
+    fn from(f: OkfFile) -> Self {
+        OkfConceptOut {
+            path: f.path,
+            content: f.content,
+        }
+    }
+}
+
+/// Why a document is not in the bundle.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OkfSkipReasonOut {
+    NoCleanedOutput,
+    NoClassification,
+    InvalidClassification,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OkfSkippedOut {
+    pub document_id: String,
+    pub filename: String,
+    pub reason: OkfSkipReasonOut,
+}
+
+impl From<OkfSkipped> for OkfSkippedOut {
+    fn from(s: OkfSkipped) -> Self {
+        OkfSkippedOut {
+            document_id: s.document_id,
+            filename: s.filename,
+            reason: match s.reason {
+                SkipReason::NoCleanedOutput => OkfSkipReasonOut::NoCleanedOutput,
+                SkipReason::NoClassification => OkfSkipReasonOut::NoClassification,
+                SkipReason::InvalidClassification => OkfSkipReasonOut::InvalidClassification,
+            },
+        }
+    }
+}
+
+/// An OKF v0.1 bundle.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OkfBundleOut {
+    /// `0.1`.
+    pub okf_version: String,
+    /// RFC 3339, also in the root `index.md`.
+    pub generated_at: String,
+    /// Concept files in `files` (index files not counted).
+    pub concepts: u64,
+    /// Path → content: concept files and an `index.md` per folder (the root's carries
+    /// `okf_version`).
+    pub files: BTreeMap<String, String>,
+    /// Ids of matching documents left out (no cleaned output or no classification), newest
+    /// first, at most `limit`.
+    pub skipped: Vec<String>,
+    /// The same documents with filename and reason.
+    pub skipped_documents: Vec<OkfSkippedOut>,
+    /// True when `limit` left matching concepts or skipped documents out.
+    pub truncated: bool,
+}
+
+impl From<OkfBundle> for OkfBundleOut {
+    fn from(b: OkfBundle) -> Self {
+        OkfBundleOut {
+            okf_version: b.okf_version.to_string(),
+            generated_at: b.generated_at,
+            concepts: b.concepts,
+            files: b.files,
+            skipped: b.skipped,
+            skipped_documents: b.skipped_documents.into_iter().map(Into::into).collect(),
+            truncated: b.truncated,
+        }
+    }
+}
+
+/// A document's OKF concept
+///
+/// The concept file the document has in every bundle, at the same path. `## Related` links the
+/// 20 newest other processed documents with the same Dewey code.
+#[utoipa::path(
+    get, path = "/documents/{id}/okf", operation_id = "get_document_okf", tag = "export",
+    params(("id" = String, Path, description = "Document id")),
+    responses(
+        (status = 200, body = OkfConceptOut),
+        (status = 404, description = "`not_found`: no such document, or no cleaned output or classification yet", body = ErrorBody),
+    )
+)]
+pub async fn concept(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<OkfConceptOut>, ApiError> {
+    Ok(Json(state.shelf.okf_concept(&id).await?.into()))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BundleQuery {
+    /// Only Dewey codes starting with this (`636` matches `636` and `636.1`); digits and `.`.
+    #[param(max_length = 32)]
+    pub classification_prefix: Option<String>,
+    /// Only documents with this tag (ASCII case-insensitive).
+    #[param(max_length = 200)]
+    pub tag: Option<String>,
+    /// Most concepts (default 100, at most 1000); skipped documents are bounded the same way.
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u64>,
+}
+
+/// An empty value means no filter.
+fn present(value: Option<String>) -> Option<String> {
+    value
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// OKF bundle
+///
+/// Processed documents as an Open Knowledge Format v0.1 bundle, ordered by Dewey code then
+/// newest first: concept files at their Dewey paths and an `index.md` in every folder.
+/// Matching documents without cleaned output or classification are listed in `skipped`. The
+/// bundle is built in memory, so it is bounded by `limit`; `shelf export --okf DIR` streams a
+/// whole library to disk.
+#[utoipa::path(
+    get, path = "/export/okf", operation_id = "export_okf", tag = "export", params(BundleQuery),
+    responses(
+        (status = 200, body = OkfBundleOut),
+        (status = 422, description = "`validation_error`: `limit` outside 1 to 1000, a `classification_prefix` other than digits and `.` or over 32 characters, a `tag` over 200 characters", body = ErrorBody),
+    )
+)]
+pub async fn bundle(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<BundleQuery>,
+) -> Result<Json<OkfBundleOut>, ApiError> {
+    let limit = page_limit("limit", q.limit, DEFAULT_BUNDLE_LIMIT, MAX_BUNDLE_LIMIT)?;
+    let classification_prefix = present(q.classification_prefix);
+    if let Some(prefix) = &classification_prefix
+        && (prefix.chars().count() > MAX_PREFIX_CHARS
+            || !prefix.chars().all(|c| c.is_ascii_digit() || c == '.'))
+    {
+        return Err(ApiError::invalid(
+            &["query", "classification_prefix"],
+            format!(
+                "Expected digits and `.` (a Dewey code prefix), at most {MAX_PREFIX_CHARS} characters"
+            ),
+            "value_error",
+        ));
+    }
+    let tag = present(q.tag);
+    if tag
+        .as_ref()
+        .is_some_and(|t| t.chars().count() > MAX_TAG_CHARS)
+    {
+        return Err(ApiError::invalid(
+            &["query", "tag"],
+            format!("String should have at most {MAX_TAG_CHARS} characters"),
+            "string_too_long",
+        ));
+    }
+    let bundle = state
+        .shelf
+        .okf_bundle(OkfFilter {
+            classification_prefix,
+            tag,
+            limit: Some(limit),
+        })
+        .await?;
+    Ok(Json(bundle.into()))
+}
