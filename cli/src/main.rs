@@ -39,6 +39,8 @@ enum Command {
     Pages(commands::pages::Args),
     /// Full-text search over cleaned (or raw) text.
     Search(commands::search::Args),
+    /// Export one document as JSON, plain text or Markdown (GET /documents/{id}/export).
+    Export(commands::export::Args),
     /// Check and draw pipeline files.
     #[command(subcommand)]
     Pipeline(commands::pipeline::Command),
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
             Command::Runs(args) => commands::runs::run(args).await,
             Command::Pages(args) => commands::pages::run(args).await,
             Command::Search(args) => commands::search::run(args).await,
+            Command::Export(args) => commands::export::run(args).await,
             Command::Pipeline(command) => commands::pipeline::run(command).await,
             Command::Admin(command) => commands::admin::run(command).await,
         }

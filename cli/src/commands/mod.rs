@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod export;
 pub mod import;
 pub mod migrate;
 pub mod pages;

@@ -24,6 +24,7 @@ pub fn routes() -> Router<AppState> {
         .route("/documents/{id}/reprocess", post(documents::reprocess))
         .route("/documents/{id}/content", get(documents::content))
         .route("/documents/{id}/pages", get(documents::pages))
+        .route("/documents/{id}/export", get(documents::export))
         .route("/runs", post(runs::create).get(runs::list))
         .route("/runs/{id}", get(runs::get))
         .route("/runs/{id}/cancel", post(runs::cancel))
