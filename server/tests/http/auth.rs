@@ -16,6 +16,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/documents/{id}/reprocess", "write"),
     ("GET", "/documents/{id}/content", "read"),
     ("GET", "/documents/{id}/pages", "read"),
+    ("GET", "/documents/{id}/export", "read"),
     ("POST", "/runs", "write"),
     ("GET", "/runs", "read"),
     ("GET", "/runs/{id}", "read"),
