@@ -6,6 +6,7 @@ pub mod audit;
 pub mod db;
 pub mod documents_service;
 pub mod error;
+pub mod export;
 pub mod hooks;
 pub mod okf;
 pub mod pipelines;
@@ -17,6 +18,7 @@ pub mod shelf;
 pub mod uploads;
 
 pub use error::AppError;
+pub use export::{Export, ExportFormat};
 pub use runs::{RunView, StageView};
 pub use settings::Settings;
 pub use shelf::{ProcessingMode, Shelf};

@@ -39,7 +39,8 @@ enum Command {
     Pages(commands::pages::Args),
     /// Full-text search over cleaned (or raw) text.
     Search(commands::search::Args),
-    /// Export one document, or with `--okf DIR` an Open Knowledge Format bundle.
+    /// Export one document as JSON, plain text or Markdown (GET /documents/{id}/export), or
+    /// with `--okf DIR` an Open Knowledge Format bundle.
     Export(commands::export::Args),
     /// Check and draw pipeline files.
     #[command(subcommand)]

@@ -15,6 +15,7 @@
 //! - Deleting a document whose upload boundary is symlinked is refused before anything is
 //!   removed, so no file is orphaned.
 
+pub mod citations;
 pub mod dewey;
 pub mod error;
 pub mod extractions;
@@ -30,6 +31,7 @@ mod sql;
 pub mod store;
 pub mod texts;
 
+pub use citations::{CitationStrategy, TranscriptCitation, cite};
 pub use error::{DocumentsError, ErrorKind, Result};
 pub use extractions::{cache_extraction, cached_extraction, put_segments, segments};
 pub use filename::{extension_of, normalize_filename, stem_of};

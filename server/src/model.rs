@@ -8,9 +8,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shelf_app::documents::{
     ContentPage, Document, FacetCount, ListedPage, MatchMode, PageListing, PageSummary, SearchBody,
-    SearchFacets, SearchHit, SearchIds, SearchPage,
+    SearchFacets, SearchHit, SearchIds, SearchPage, TranscriptCitation,
 };
 use shelf_app::engine::EventRecord;
+use shelf_app::export::{CitedHit, CitedSearchPage};
 use shelf_app::{RunView, StageView};
 use utoipa::ToSchema;
 
@@ -726,6 +727,10 @@ pub struct SearchHitOut {
     pub score: f64,
     pub classification_code: Option<String>,
     pub classification_label: Option<String>,
+    /// For transcript sources (SRT, WebVTT, SBV) where the query text is found in the
+    /// transcript: where it is, with its times.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript_citation: Option<TranscriptCitationOut>,
 }
 
 impl From<SearchHit> for SearchHitOut {
@@ -741,6 +746,16 @@ impl From<SearchHit> for SearchHitOut {
             score: h.score,
             classification_code: h.classification_code,
             classification_label: h.classification_label,
+            transcript_citation: None,
+        }
+    }
+}
+
+impl From<CitedHit> for SearchHitOut {
+    fn from(h: CitedHit) -> Self {
+        SearchHitOut {
+            transcript_citation: h.transcript_citation.map(TranscriptCitationOut::from),
+            ..SearchHitOut::from(h.hit)
         }
     }
 }
@@ -752,6 +767,73 @@ pub struct SearchResultsOut {
     pub limit: u64,
     pub offset: u64,
     pub match_mode: String,
+}
+
+impl From<CitedSearchPage> for SearchResultsOut {
+    fn from(p: CitedSearchPage) -> Self {
+        SearchResultsOut {
+            results: p.results.into_iter().map(SearchHitOut::from).collect(),
+            total: p.total,
+            limit: p.limit,
+            offset: p.offset,
+            match_mode: match_mode_name(p.match_mode),
+        }
+    }
+}
+
+/// Where a quote is in a transcript. A match across several segments covers them all.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TranscriptCitationOut {
+    /// The matched transcript text (segments joined by one space).
+    pub text: String,
+    /// Start of the first segment covered.
+    pub start_seconds: f64,
+    /// End of the last segment covered.
+    pub end_seconds: f64,
+    /// Index (0-based) of the first segment covered.
+    pub segment_start: u32,
+    /// Index of the last segment covered.
+    pub segment_end: u32,
+    /// `exact`, `normalized` (case, punctuation and spacing folded) or `fuzzy` (word
+    /// alignment, similarity at least 0.8).
+    pub strategy: String,
+    /// 1.0 for `exact`, below 1 otherwise.
+    pub confidence: f64,
+}
+
+impl From<TranscriptCitation> for TranscriptCitationOut {
+    fn from(c: TranscriptCitation) -> Self {
+        TranscriptCitationOut {
+            text: c.text,
+            start_seconds: c.start_seconds,
+            end_seconds: c.end_seconds,
+            segment_start: c.segment_start,
+            segment_end: c.segment_end,
+            strategy: c.strategy.as_str().to_string(),
+            confidence: c.confidence,
+        }
+    }
+}
+
+/// `GET /documents/{id}/export?format=json` (schema only: the application layer writes it).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DocumentExportOut {
+    pub document_id: String,
+    pub filename: String,
+    /// Dewey code, or null.
+    pub classification: Option<String>,
+    pub classification_label: Option<String>,
+    pub title: Option<String>,
+    pub summary: Option<String>,
+    pub tags: Vec<String>,
+    pub suggested_stem: Option<String>,
+    /// The run whose cleaned text this is (the latest succeeded one).
+    pub run_id: String,
+    /// The cleaned text, whole.
+    pub text: String,
+    /// With `citation_quote`, when the source is a transcript and the quote is found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript_citation: Option<TranscriptCitationOut>,
 }
 
 impl From<SearchPage> for SearchResultsOut {

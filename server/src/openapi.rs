@@ -29,7 +29,7 @@ pub const BEARER_SCHEME: &str = "bearer";
     ),
     paths(
         documents::upload, documents::list, documents::get, documents::delete,
-        documents::reprocess, documents::content, documents::pages,
+        documents::reprocess, documents::content, documents::pages, documents::export,
         okf::concept, okf::bundle,
         runs::create, runs::list, runs::get, runs::cancel, runs::retry,
         events::lines, events::records, events::stream_lines, events::stream_records,
@@ -40,7 +40,7 @@ pub const BEARER_SCHEME: &str = "bearer";
     components(schemas(
         ErrorBody, ErrorDetail, ValidationIssue, LocSegment,
         DocumentOut, DocumentList, DeletedOut, ContentPageOut, UploadForm,
-        PageListingOut, PageOut, PageSummaryOut,
+        PageListingOut, PageOut, PageSummaryOut, DocumentExportOut, TranscriptCitationOut,
         RunOut, StageOut, RunList, CancelOut, CreateRun, Reprocess, RunProcessingMode,
         runs::RetryIn,
         EventRecordOut, EventLines, EventRecords, SseEvent,

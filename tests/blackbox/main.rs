@@ -4,6 +4,7 @@
 mod api;
 mod cli;
 mod crash;
+mod export;
 mod formats;
 mod ocr;
 mod okf;

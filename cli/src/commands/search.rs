@@ -54,11 +54,15 @@ pub async fn run(args: Args) -> CliResult {
     .into_request()
     .map_err(|e| Failure::from_app(e.into(), args.json))?;
     if args.details {
-        let page = shelf.search_results(&request).await.or_fail(args.json)?;
+        let page = shelf
+            .search_results_cited(&request)
+            .await
+            .or_fail(args.json)?;
         if args.json {
             print_json(&page);
         } else {
-            for hit in &page.results {
+            for cited in &page.results {
+                let hit = &cited.hit;
                 println!(
                     "{}  {:.3}  {}  {}",
                     hit.document_id,
@@ -70,6 +74,15 @@ pub async fn run(args: Args) -> CliResult {
                     "    {}",
                     hit.snippet.split_whitespace().collect::<Vec<_>>().join(" ")
                 );
+                if let Some(c) = &cited.transcript_citation {
+                    println!(
+                        "    at {}-{} ({} match): {}",
+                        shelf_app::documents::citations::clock(c.start_seconds),
+                        shelf_app::documents::citations::clock(c.end_seconds),
+                        c.strategy.as_str(),
+                        c.text
+                    );
+                }
             }
             println!(
                 "{} of {} result(s) (offset {}, limit {})",

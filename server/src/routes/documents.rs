@@ -4,15 +4,18 @@
 use axum::Json;
 use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
 use axum::extract::{Multipart, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Deserializer};
+use shelf_app::ExportFormat;
+use shelf_app::documents::citations::MAX_QUOTE_CHARS;
 use utoipa::IntoParams;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiPath, ApiQuery, OptionalJson, page_limit, page_offset, request_too_large};
 use crate::model::{
-    ContentPageOut, DeletedOut, DocumentList, DocumentOut, PageListingOut, Reprocess, RunOut,
-    UploadForm,
+    ContentPageOut, DeletedOut, DocumentExportOut, DocumentList, DocumentOut, PageListingOut,
+    Reprocess, RunOut, UploadForm,
 };
 use crate::routes::runs::start_run;
 use crate::state::AppState;
@@ -306,3 +309,83 @@ pub async fn pages(
         .await?;
     Ok(Json(listing.into()))
 }
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExportQuery {
+    /// `json`, `txt` or `md`. Checked before the document is looked up: anything else, or
+    /// none, is `bad_request`.
+    #[param(value_type = String, example = "md")]
+    pub format: Option<String>,
+    /// A passage to find in the document's transcript (SRT, WebVTT, SBV sources). When found,
+    /// JSON and Markdown exports carry `transcript_citation`; at most 4,096 characters.
+    pub citation_quote: Option<String>,
+}
+
+/// Export a document
+///
+/// The cleaned text of the document's latest succeeded run: `json` (the document's fields,
+/// the text, and `transcript_citation` when `citation_quote` is found in a transcript), `txt`
+/// (the cleaned text verbatim) or `md` (the synopsis, classification and tags, a citation block
+/// when found, then the cleaned text). `Content-Disposition: attachment` carries an ASCII
+/// `filename` and a UTF-8 `filename*`; `X-Shelf-Export-Stem` the percent-encoded stem (the
+/// Dewey code and title, or the source filename's stem).
+#[utoipa::path(
+    get, path = "/documents/{id}/export", operation_id = "export_document", tag = "documents",
+    params(("id" = String, Path, description = "Document id"), ExportQuery),
+    responses(
+        (status = 200, description = "The export, as an attachment",
+            headers(
+                ("Content-Disposition" = String, description = "`attachment; filename=\"...\"; filename*=UTF-8''...`"),
+                ("X-Shelf-Export-Stem" = String, description = "The file name stem, percent-encoded UTF-8"),
+            ),
+            content(
+                (DocumentExportOut = "application/json"),
+                (String = "text/plain"),
+                (String = "text/markdown"),
+            )
+        ),
+        (status = 400, description = "`bad_request`: `format` missing or not `json`, `txt` or `md` (checked before the lookup)", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such document, or no succeeded run with cleaned output", body = ErrorBody),
+        (status = 422, description = "`validation_error`: `citation_quote` over 4,096 characters", body = ErrorBody),
+    )
+)]
+pub async fn export(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ExportQuery>,
+) -> Result<Response, ApiError> {
+    let format = ExportFormat::parse(q.format.as_deref().unwrap_or_default())?;
+    if q.citation_quote
+        .as_deref()
+        .is_some_and(|quote| quote.chars().count() > MAX_QUOTE_CHARS)
+    {
+        return Err(ApiError::invalid(
+            &["query", "citation_quote"],
+            format!("String should have at most {MAX_QUOTE_CHARS} characters"),
+            "string_too_long",
+        ));
+    }
+    let export = state
+        .shelf
+        .export(&id, format, q.citation_quote.as_deref())
+        .await?;
+    let header = |value: String| {
+        HeaderValue::from_str(&value).map_err(|e| ApiError::internal(format!("export header: {e}")))
+    };
+    let headers = [
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(format.content_type()),
+        ),
+        (
+            header::CONTENT_DISPOSITION,
+            header(export.content_disposition())?,
+        ),
+        (EXPORT_STEM_HEADER, header(export.encoded_stem())?),
+    ];
+    Ok((headers, export.body).into_response())
+}
+
+/// The header that carries the export's stem, percent-encoded.
+pub const EXPORT_STEM_HEADER: HeaderName = HeaderName::from_static("x-shelf-export-stem");

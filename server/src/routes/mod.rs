@@ -27,6 +27,7 @@ pub fn routes() -> Router<AppState> {
         .route("/documents/{id}/pages", get(documents::pages))
         .route("/documents/{id}/okf", get(okf::concept))
         .route("/export/okf", get(okf::bundle))
+        .route("/documents/{id}/export", get(documents::export))
         .route("/runs", post(runs::create).get(runs::list))
         .route("/runs/{id}", get(runs::get))
         .route("/runs/{id}/cancel", post(runs::cancel))

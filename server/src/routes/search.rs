@@ -36,7 +36,9 @@ pub async fn ids(
 
 /// Ranked search results
 ///
-/// Results with snippets (`<mark>` highlights over escaped text) and scores.
+/// Results with snippets (`<mark>` highlights over escaped text) and scores. A hit whose
+/// source is a transcript (SRT, WebVTT, SBV) carries `transcript_citation` when the query text
+/// is found in its transcript (exact, normalized or fuzzy; see docs/export.md).
 #[utoipa::path(
     post, path = "/search/results", operation_id = "search_results", tag = "search", request_body = SearchIn,
     responses(
@@ -49,7 +51,9 @@ pub async fn results(
     ApiJson(body): ApiJson<SearchIn>,
 ) -> Result<Json<SearchResultsOut>, ApiError> {
     let request = request(body)?;
-    Ok(Json(state.shelf.search_results(&request).await?.into()))
+    Ok(Json(
+        state.shelf.search_results_cited(&request).await?.into(),
+    ))
 }
 
 /// Search facets

@@ -18,6 +18,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("GET", "/documents/{id}/pages", "read"),
     ("GET", "/documents/{id}/okf", "read"),
     ("GET", "/export/okf", "read"),
+    ("GET", "/documents/{id}/export", "read"),
     ("POST", "/runs", "write"),
     ("GET", "/runs", "read"),
     ("GET", "/runs/{id}", "read"),

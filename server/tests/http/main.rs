@@ -7,6 +7,7 @@ mod docs;
 mod documents;
 mod envelope;
 mod events;
+mod export;
 mod okf;
 mod pages;
 mod runs;
