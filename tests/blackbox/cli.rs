@@ -8,6 +8,57 @@ use serde_json::Value;
 use crate::support::{Env, corpus, wait_for};
 
 #[test]
+fn search_filters_and_facets_from_the_cli() {
+    let env = Env::new();
+    env.write(
+        "notes/alpha-notes.txt",
+        "Farriers shoe horses with iron shoes.\n",
+    );
+    env.write(
+        "notes/beta-notes.txt",
+        "A farrier trims hooves before shoeing.\n",
+    );
+    let dir = env.path().join("notes");
+    let report = env.json(&["import", dir.to_str().unwrap(), "--json"]);
+    assert_eq!(report["summary"]["runs_succeeded"], 2, "{report:#}");
+
+    let ids = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["search", "farrier", "--json"];
+        args.extend_from_slice(extra);
+        let hits = env.json(&args);
+        let mut ids: Vec<String> = hits["document_ids"]
+            .as_array()
+            .expect("ids")
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let all = ids(&[]);
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!(ids(&["--filename", "ALPHA"]).len(), 1);
+    assert!(ids(&["--after", "2999-01-01T00:00:00Z"]).is_empty());
+    assert_eq!(ids(&["--before", "2999-01-01T00:00:00Z"]), all);
+    assert_eq!(ids(&["--status", "ready"]), all);
+
+    let facets = env.json(&["search", "farrier", "--facets", "--json"]);
+    let filenames = facets["filenames"].as_array().expect("filename facet");
+    assert_eq!(filenames.len(), 2, "{facets:#}");
+    let one = env.json(&["search", "farrier", "--facets", "--limit", "1", "--json"]);
+    assert_eq!(
+        one["filenames"].as_array().map(Vec::len),
+        Some(1),
+        "{one:#}"
+    );
+
+    let bad = env.run(&["search", "farrier", "--after", "last tuesday", "--json"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let error: Value = serde_json::from_slice(&bad.stdout).expect("json error");
+    assert!(error["code"].as_str().is_some(), "{error}");
+}
+
+#[test]
 fn importing_a_directory_processes_and_indexes_every_document() {
     let env = Env::new();
     let report = env.json(&["import", corpus("text").to_str().unwrap(), "--json"]);

@@ -1,12 +1,12 @@
 //! `shelf search QUERY`: BM25 full-text search (POST /search; `--details` is POST
-//! /search/results).
+//! /search/results; `--facets` is POST /search/facets), with the endpoints' filters.
 
 use std::process::ExitCode;
 
 use shelf_app::documents::SearchBody;
 
 use crate::CliResult;
-use crate::output::{Failure, OrFail, print_json};
+use crate::output::{EXIT_USAGE, Failure, OrFail, print_json};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -34,6 +34,20 @@ pub struct Args {
     /// Only documents in this status (ingested, processing, ready, failed).
     #[arg(long)]
     status: Option<String>,
+    /// Only documents whose file name contains this (case-insensitive).
+    #[arg(long, value_name = "TEXT")]
+    filename: Option<String>,
+    /// Only documents added at or after this time (RFC 3339, e.g. 2026-11-01T00:00:00Z).
+    #[arg(long, value_name = "TIME")]
+    after: Option<String>,
+    /// Only documents added at or before this time (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    before: Option<String>,
+    /// Counts of the matching documents by classification, status, source and file name
+    /// instead of the documents; `--limit` is then the most values per facet.
+    #[arg(long, conflicts_with = "details")]
+    facets: bool,
+    /// Machine-readable output.
     #[arg(long)]
     json: bool,
 }
@@ -49,11 +63,44 @@ pub async fn run(args: Args) -> CliResult {
         classification_code: args.classification.clone(),
         classification_prefix: args.classification_prefix.clone(),
         document_status: args.status.clone(),
+        filename_contains: args.filename.clone(),
+        created_after: args.after.clone(),
+        created_before: args.before.clone(),
         ..SearchBody::default()
     }
     .into_request()
-    .map_err(|e| Failure::from_app(e.into(), args.json))?;
-    if args.details {
+    // A filter the endpoints would answer 422 is a usage error here.
+    .map_err(|e| Failure {
+        exit: EXIT_USAGE,
+        ..Failure::from_app(e.into(), args.json)
+    })?;
+    if args.facets {
+        let facets = shelf
+            .search_facets(&request, Some(args.limit))
+            .await
+            .or_fail(args.json)?;
+        if args.json {
+            print_json(&facets);
+        } else {
+            let groups = [
+                ("classification", &facets.classifications),
+                ("status", &facets.statuses),
+                ("source", &facets.sources),
+                ("filename", &facets.filenames),
+            ];
+            for (name, counts) in groups {
+                println!("{name}:");
+                for facet in counts {
+                    let label = facet
+                        .label
+                        .as_deref()
+                        .map(|l| format!("  {l}"))
+                        .unwrap_or_default();
+                    println!("  {:>6}  {}{label}", facet.count, facet.value);
+                }
+            }
+        }
+    } else if args.details {
         let page = shelf
             .search_results_cited(&request)
             .await
