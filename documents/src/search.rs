@@ -408,6 +408,8 @@ pub struct NormalizedQuery {
     /// The terms without stop words (unquoted single words on [`STOP_WORDS`]); every term
     /// when all are stop words.
     pub content_terms: Vec<String>,
+    /// Every term is a stop word ("to be or not to be"): searched like a keyword query.
+    pub stop_words_only: bool,
 }
 
 impl NormalizedQuery {
@@ -431,9 +433,10 @@ impl NormalizedQuery {
         self.content_terms.join(" OR ")
     }
 
-    /// A keyword query: few content terms, so `auto` tries all of them first.
+    /// A keyword query: few content terms (or only stop words), so `auto` tries all of
+    /// them first.
     pub fn is_keyword_query(&self) -> bool {
-        self.content_terms.len() <= KEYWORD_QUERY_TERMS
+        self.stop_words_only || self.content_terms.len() <= KEYWORD_QUERY_TERMS
     }
 }
 
@@ -473,12 +476,14 @@ pub fn normalize_query(query: &str, phrase: bool) -> Result<NormalizedQuery> {
     if terms.is_empty() {
         return Err(DocumentsError::InvalidSearchQuery);
     }
-    if content_terms.is_empty() {
+    let stop_words_only = content_terms.is_empty();
+    if stop_words_only {
         content_terms = terms.clone();
     }
     Ok(NormalizedQuery {
         terms,
         content_terms,
+        stop_words_only,
     })
 }
 
@@ -959,6 +964,38 @@ mod tests {
             terms("wing \"in a\" slip-stream", true),
             vec!["\"wing in a slip stream\""]
         );
+    }
+
+    #[test]
+    fn stop_words_leave_content_terms_but_never_phrases() {
+        assert!(
+            STOP_WORDS.windows(2).all(|w| w[0] < w[1]),
+            "sorted for binary search"
+        );
+        let q = normalize_query("What is the lift of a wing", false).expect("query");
+        assert_eq!(q.terms.len(), 7);
+        assert_eq!(q.content_terms, vec!["\"lift\"", "\"wing\""]);
+        assert_eq!(q.any_content_expression(), "\"lift\" OR \"wing\"");
+        assert_eq!(q.all_content_expression(), "\"lift\" AND \"wing\"");
+        assert!(q.is_keyword_query());
+        // Only stop words: every term stays.
+        let q = normalize_query("to be or NOT to be", false).expect("query");
+        assert_eq!(q.content_terms, q.terms);
+        assert!(q.stop_words_only && q.is_keyword_query());
+        // Quoted text, hyphenated words and phrase mode keep their stop words.
+        let q = normalize_query("\"the wing\" state-of-the-art \"of\"", false).expect("q");
+        assert_eq!(
+            q.content_terms,
+            vec!["\"the wing\"", "\"state of the art\"", "\"of\""]
+        );
+        let q = normalize_query("of the wing", true).expect("phrase");
+        assert_eq!(q.content_terms, vec!["\"of the wing\""]);
+        assert!(
+            !normalize_query("lift drag wing slipstream", false)
+                .expect("q")
+                .is_keyword_query()
+        );
+        assert!(is_stop_word("The") && !is_stop_word("théâtre") && !is_stop_word("wing"));
     }
 
     #[test]
