@@ -4,7 +4,6 @@
 //! pipelines: 100,000 documents through the API and the worker would take most of an hour.
 //!
 //! ```sh
-//! SHELF_DATA_DIR=/tmp/s100k shelf migrate
 //! cargo run --release -p shelf-documents --example search_corpus -- /tmp/s100k 100000
 //! ```
 //!
@@ -12,7 +11,7 @@
 //! `cranfield-<id>.txt`, as `bench/search.py` and `peer_bench.py` name them) and, beyond
 //! those, synthetic documents made by recombining Cranfield sentences (a seeded choice of a
 //! title and 4–12 sentences from random abstracts), so term statistics stay those of real
-//! aerodynamics abstracts. The database must already be migrated (`shelf migrate`).
+//! aerodynamics abstracts. Pending migrations are applied first.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -20,6 +19,7 @@ use std::time::Instant;
 use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{SqliteTransactionMode, SqlxSqliteConnector, TransactionOptions, TransactionTrait};
 use shelf_documents::{DocumentStore, index_document_in, sha256_hex};
+use shelf_migrations::{Migrator, MigratorTrait};
 
 const CRANFIELD: &str = "/work/shared/corpus/ir/cranfield/corpus.jsonl";
 
@@ -56,12 +56,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .filename(data_dir.join("shelf.sqlite"))
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
-        .foreign_keys(true);
+        .foreign_keys(true)
+        .create_if_missing(true);
     let pool = sea_orm::sqlx::sqlite::SqlitePoolOptions::new()
         .max_connections(1)
         .connect_with(options)
         .await?;
     let db = SqlxSqliteConnector::from_sqlx_sqlite_pool(pool);
+    Migrator::up(&db, None).await?;
     let store = DocumentStore::new(db.clone(), data_dir.clone());
 
     let records = cranfield()?;
