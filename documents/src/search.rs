@@ -251,11 +251,165 @@ pub struct SearchFacets {
     pub match_mode: MatchMode,
 }
 
+/// Words of a query that match nearly every English document. Unquoted single words on this
+/// list are dropped from the matching expression of `auto` and `any` searches (they make the
+/// any-term match select the whole index and cost the most), unless nothing else is left.
+/// Phrases (quoted text, hyphenated words, `phrase: true`) keep every word. The list is the
+/// common English list of the NLTK/Snowball family, lower case.
+pub const STOP_WORDS: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "down",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "me",
+    "more",
+    "most",
+    "my",
+    "myself",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "same",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+];
+
+/// Whether `word` is on [`STOP_WORDS`] (ASCII case-insensitive).
+pub fn is_stop_word(word: &str) -> bool {
+    word.len() <= 10
+        && word.is_ascii()
+        && STOP_WORDS
+            .binary_search(&word.to_ascii_lowercase().as_str())
+            .is_ok()
+}
+
+/// Queries with at most this many content terms (terms left after stop words) are keyword
+/// queries: `auto` requires all of them first. Longer queries are natural-language
+/// questions, matched on any content term and ranked by BM25, which finds more relevant
+/// documents (measured on Cranfield, docs/search.md).
+pub const KEYWORD_QUERY_TERMS: usize = 3;
+
 /// A query normalized into quoted FTS5 terms (single tokens or phrases).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NormalizedQuery {
     /// Each term as an FTS5 string literal, e.g. `"mail"` or `"e mail"`.
     pub terms: Vec<String>,
+    /// The terms without stop words (unquoted single words on [`STOP_WORDS`]); every term
+    /// when all are stop words.
+    pub content_terms: Vec<String>,
+    /// Every term is a stop word ("to be or not to be"): searched like a keyword query.
+    pub stop_words_only: bool,
 }
 
 impl NormalizedQuery {
@@ -268,6 +422,22 @@ impl NormalizedQuery {
     pub fn any_expression(&self) -> String {
         self.terms.join(" OR ")
     }
+
+    /// All content terms must match (stop words dropped).
+    pub fn all_content_expression(&self) -> String {
+        self.content_terms.join(" AND ")
+    }
+
+    /// Any content term may match (stop words dropped).
+    pub fn any_content_expression(&self) -> String {
+        self.content_terms.join(" OR ")
+    }
+
+    /// A keyword query: few content terms (or only stop words), so `auto` tries all of
+    /// them first.
+    pub fn is_keyword_query(&self) -> bool {
+        self.stop_words_only || self.content_terms.len() <= KEYWORD_QUERY_TERMS
+    }
 }
 
 /// Turns user text into FTS5 terms so that no user syntax reaches `MATCH`.
@@ -277,30 +447,44 @@ impl NormalizedQuery {
 /// phrase; with `phrase` the whole query is one phrase. Parts with no letter or digit are
 /// dropped. `InvalidSearchQuery` when nothing is left.
 pub fn normalize_query(query: &str, phrase: bool) -> Result<NormalizedQuery> {
-    let mut groups: Vec<Vec<String>> = Vec::new();
+    // (words, quoted): a quoted group is a phrase even when it holds one word.
+    let mut groups: Vec<(Vec<String>, bool)> = Vec::new();
     if phrase {
-        groups.push(words_of(query));
+        groups.push((words_of(query), true));
     } else {
         let segments: Vec<&str> = query.split('"').collect();
         let unmatched_last = segments.len().is_multiple_of(2);
         for (index, segment) in segments.iter().enumerate() {
             let quoted = index % 2 == 1 && !(unmatched_last && index + 1 == segments.len());
             if quoted {
-                groups.push(words_of(segment));
+                groups.push((words_of(segment), true));
             } else {
-                groups.extend(segment.split_whitespace().map(words_of));
+                groups.extend(segment.split_whitespace().map(|w| (words_of(w), false)));
             }
         }
     }
-    let terms: Vec<String> = groups
-        .into_iter()
-        .filter(|words| !words.is_empty())
-        .map(|words| format!("\"{}\"", words.join(" ").replace('"', "\"\"")))
-        .collect();
+    let mut terms = Vec::new();
+    let mut content_terms = Vec::new();
+    for (words, quoted) in groups.into_iter().filter(|(words, _)| !words.is_empty()) {
+        let stop = !quoted && words.len() == 1 && words.iter().all(|w| is_stop_word(w));
+        let term = format!("\"{}\"", words.join(" ").replace('"', "\"\""));
+        if !stop {
+            content_terms.push(term.clone());
+        }
+        terms.push(term);
+    }
     if terms.is_empty() {
         return Err(DocumentsError::InvalidSearchQuery);
     }
-    Ok(NormalizedQuery { terms })
+    let stop_words_only = content_terms.is_empty();
+    if stop_words_only {
+        content_terms = terms.clone();
+    }
+    Ok(NormalizedQuery {
+        terms,
+        content_terms,
+        stop_words_only,
+    })
 }
 
 /// The searchable parts of a text, in order.
@@ -411,6 +595,8 @@ fn prepare(req: &SearchRequest) -> Result<Prepared> {
 }
 
 impl Prepared {
+    /// `FROM … WHERE … MATCH ?` with the filters. Every index row has its document (rows are
+    /// written for an existing document and deleted with it), so the join only filters.
     fn source_clause(&self) -> String {
         let table = self.table;
         format!(
@@ -421,14 +607,20 @@ impl Prepared {
     }
 
     fn values_with(&self, expression: &str) -> Vec<Value> {
-        let mut values = Vec::with_capacity(self.filter_values.len() + 1);
+        let mut values = Vec::with_capacity(self.filter_values.len() + 3);
         values.push(expression.to_string().into());
         values.extend(self.filter_values.iter().cloned());
         values
     }
 
+    /// Counts the matching documents once. Without filters the index alone answers (no join).
     async fn count(&self, conn: &impl ConnectionTrait, expression: &str) -> Result<u64> {
-        let sql = format!("SELECT count(*) AS n {}", self.source_clause());
+        let table = self.table;
+        let sql = if self.filter_sql.is_empty() {
+            format!("SELECT count(*) AS n FROM {table} WHERE {table} MATCH ?")
+        } else {
+            format!("SELECT count(*) AS n {}", self.source_clause())
+        };
         let row = conn
             .query_one_raw(stmt(&sql, self.values_with(expression)))
             .await?;
@@ -438,41 +630,140 @@ impl Prepared {
         }
     }
 
-    /// Picks the expression and counts its matches.
-    async fn resolve(
-        &self,
-        conn: &impl ConnectionTrait,
-        mode: MatchMode,
-    ) -> Result<(String, MatchMode, u64)> {
-        match mode {
-            MatchMode::All | MatchMode::Any => {
-                let expression = if mode == MatchMode::All {
-                    self.query.all_expression()
-                } else {
-                    self.query.any_expression()
-                };
-                let total = self.count(conn, &expression).await?;
-                Ok((expression, mode, total))
+    /// The expressions to try in order, each with the mode it reports: the first that
+    /// matches anything is used (the last one also when nothing matches).
+    fn plans(&self, requested: MatchMode) -> Vec<(String, MatchMode)> {
+        let q = &self.query;
+        match requested {
+            MatchMode::All => vec![(q.all_expression(), MatchMode::All)],
+            MatchMode::Any => vec![(q.any_content_expression(), MatchMode::Any)],
+            MatchMode::Auto if !q.is_keyword_query() => {
+                vec![(q.any_content_expression(), MatchMode::Any)]
             }
             MatchMode::Auto => {
-                let all = self.query.all_expression();
-                let total = self.count(conn, &all).await?;
-                if total > 0 || self.query.terms.len() < 2 {
-                    return Ok((all, MatchMode::All, total));
+                let mut plans = vec![(q.all_content_expression(), MatchMode::All)];
+                if q.content_terms.len() > 1 {
+                    plans.push((q.any_content_expression(), MatchMode::Any));
                 }
-                let any = self.query.any_expression();
-                let total = self.count(conn, &any).await?;
-                Ok((any, MatchMode::Any, total))
+                plans
             }
         }
     }
 
-    fn order_limit(&self) -> &'static str {
-        " ORDER BY bm25_score ASC, d.created_at DESC, d.id ASC LIMIT ? OFFSET ?"
+    /// The total when a page already tells it: a partial page is the last one.
+    fn total_from_page(&self, rows: usize) -> Option<u64> {
+        let rows = rows as u64;
+        if self.limit == 0 {
+            None
+        } else if rows > 0 && rows < self.limit {
+            Some(self.offset.saturating_add(rows))
+        } else if rows == 0 && self.offset == 0 {
+            Some(0)
+        } else {
+            None
+        }
     }
 
-    fn page_values(&self) -> [Value; 2] {
-        [to_i64(self.limit).into(), to_i64(self.offset).into()]
+    /// Ranks and pages first (the CTE reads only rowids, BM25 scores and the tie-break
+    /// columns), then joins the page rows back to the index for their snippets, so SQLite
+    /// builds at most `limit` snippets instead of one per matching row.
+    fn page_sql(&self, with_snippets: bool) -> String {
+        let table = self.table;
+        let ranked = format!(
+            "WITH page AS (SELECT {table}.rowid AS rid, bm25({table}) AS bm25_score, \
+             d.created_at AS created_at, d.id AS id {} \
+             ORDER BY bm25_score ASC, d.created_at DESC, d.id ASC LIMIT ? OFFSET ?) ",
+            self.source_clause()
+        );
+        if !with_snippets {
+            return format!(
+                "{ranked}SELECT id AS document_id, bm25_score FROM page \
+                 ORDER BY bm25_score ASC, created_at DESC, id ASC"
+            );
+        }
+        let run_id = match self.scope {
+            SearchScope::Cleaned => format!("{table}.run_id"),
+            SearchScope::Raw => "NULL".to_string(),
+        };
+        // CROSS JOIN keeps the page as the outer loop: the index is then probed by rowid
+        // for each page row, never scanned again.
+        format!(
+            "{ranked}SELECT d.id AS document_id, d.filename, d.status, d.created_at, \
+             d.classification, d.classification_label, {run_id} AS run_id, \
+             page.bm25_score AS bm25_score, snippet({table}, 0, ?, ?, ?, ?) AS snippet \
+             FROM page CROSS JOIN {table} ON {table}.rowid = page.rid \
+             CROSS JOIN documents d ON d.pk = page.rid \
+             WHERE {table} MATCH ? \
+             ORDER BY page.bm25_score ASC, page.created_at DESC, page.id ASC"
+        )
+    }
+
+    async fn page(
+        &self,
+        conn: &impl ConnectionTrait,
+        expression: &str,
+        with_snippets: bool,
+    ) -> Result<Vec<QueryResult>> {
+        if self.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut values = self.values_with(expression);
+        values.push(to_i64(self.limit).into());
+        values.push(to_i64(self.offset).into());
+        if with_snippets {
+            values.push(MARK_OPEN_SENTINEL.to_string().into());
+            values.push(MARK_CLOSE_SENTINEL.to_string().into());
+            values.push(SNIPPET_ELLIPSIS.into());
+            values.push(i64::from(SNIPPET_TOKENS).into());
+            values.push(expression.to_string().into());
+        }
+        Ok(conn
+            .query_all_raw(stmt(&self.page_sql(with_snippets), values))
+            .await?)
+    }
+
+    /// Runs the plans in order: a page, and the total (counted only when the page does not
+    /// tell it). Returns the rows, the mode used and the total.
+    async fn ranked(
+        &self,
+        conn: &impl ConnectionTrait,
+        requested: MatchMode,
+        with_snippets: bool,
+    ) -> Result<(Vec<QueryResult>, MatchMode, u64)> {
+        let plans = self.plans(requested);
+        let last = plans.len().saturating_sub(1);
+        let mut answer = (Vec::new(), requested, 0);
+        for (index, (expression, mode)) in plans.into_iter().enumerate() {
+            let rows = self.page(conn, &expression, with_snippets).await?;
+            let total = match self.total_from_page(rows.len()) {
+                Some(total) => total,
+                None => self.count(conn, &expression).await?,
+            };
+            answer = (rows, mode, total);
+            if total > 0 || index == last {
+                break;
+            }
+        }
+        Ok(answer)
+    }
+
+    /// Picks the expression by counting, for facets.
+    async fn resolve(
+        &self,
+        conn: &impl ConnectionTrait,
+        requested: MatchMode,
+    ) -> Result<(String, MatchMode, u64)> {
+        let plans = self.plans(requested);
+        let last = plans.len().saturating_sub(1);
+        let mut answer = (String::new(), requested, 0);
+        for (index, (expression, mode)) in plans.into_iter().enumerate() {
+            let total = self.count(conn, &expression).await?;
+            answer = (expression, mode, total);
+            if total > 0 || index == last {
+                break;
+            }
+        }
+        Ok(answer)
     }
 }
 
@@ -491,32 +782,7 @@ pub async fn search_results(
     req: &SearchRequest,
 ) -> Result<SearchPage> {
     let prepared = prepare(req)?;
-    let (expression, match_mode, total) = prepared.resolve(conn, effective_mode(req)).await?;
-    let table = prepared.table;
-    let run_id = match prepared.scope {
-        SearchScope::Cleaned => format!("{table}.run_id"),
-        SearchScope::Raw => "NULL".to_string(),
-    };
-    let sql = format!(
-        "SELECT d.id AS document_id, d.filename, d.status, d.created_at, d.classification, \
-         d.classification_label, {run_id} AS run_id, bm25({table}) AS bm25_score, \
-         snippet({table}, 0, ?, ?, ?, ?) AS snippet {}{}",
-        prepared.source_clause(),
-        prepared.order_limit()
-    );
-    let mut values: Vec<Value> = vec![
-        MARK_OPEN_SENTINEL.to_string().into(),
-        MARK_CLOSE_SENTINEL.to_string().into(),
-        SNIPPET_ELLIPSIS.into(),
-        i64::from(SNIPPET_TOKENS).into(),
-    ];
-    values.extend(prepared.values_with(&expression));
-    values.extend(prepared.page_values());
-    let rows = if total == 0 {
-        Vec::new()
-    } else {
-        conn.query_all_raw(stmt(&sql, values)).await?
-    };
+    let (rows, match_mode, total) = prepared.ranked(conn, effective_mode(req), true).await?;
     let results = rows
         .iter()
         .map(|row| hit_from_row(row, prepared.scope))
@@ -533,20 +799,7 @@ pub async fn search_results(
 /// Matching document ids in ranked order, with the total.
 pub async fn search_ids(conn: &impl ConnectionTrait, req: &SearchRequest) -> Result<SearchIds> {
     let prepared = prepare(req)?;
-    let (expression, match_mode, total) = prepared.resolve(conn, effective_mode(req)).await?;
-    let sql = format!(
-        "SELECT d.id AS document_id, bm25({}) AS bm25_score {}{}",
-        prepared.table,
-        prepared.source_clause(),
-        prepared.order_limit()
-    );
-    let mut values = prepared.values_with(&expression);
-    values.extend(prepared.page_values());
-    let rows = if total == 0 {
-        Vec::new()
-    } else {
-        conn.query_all_raw(stmt(&sql, values)).await?
-    };
+    let (rows, match_mode, total) = prepared.ranked(conn, effective_mode(req), false).await?;
     let document_ids = rows
         .iter()
         .map(|row| row.try_get::<String>("", "document_id"))
@@ -711,6 +964,38 @@ mod tests {
             terms("wing \"in a\" slip-stream", true),
             vec!["\"wing in a slip stream\""]
         );
+    }
+
+    #[test]
+    fn stop_words_leave_content_terms_but_never_phrases() {
+        assert!(
+            STOP_WORDS.windows(2).all(|w| w[0] < w[1]),
+            "sorted for binary search"
+        );
+        let q = normalize_query("What is the lift of a wing", false).expect("query");
+        assert_eq!(q.terms.len(), 7);
+        assert_eq!(q.content_terms, vec!["\"lift\"", "\"wing\""]);
+        assert_eq!(q.any_content_expression(), "\"lift\" OR \"wing\"");
+        assert_eq!(q.all_content_expression(), "\"lift\" AND \"wing\"");
+        assert!(q.is_keyword_query());
+        // Only stop words: every term stays.
+        let q = normalize_query("to be or NOT to be", false).expect("query");
+        assert_eq!(q.content_terms, q.terms);
+        assert!(q.stop_words_only && q.is_keyword_query());
+        // Quoted text, hyphenated words and phrase mode keep their stop words.
+        let q = normalize_query("\"the wing\" state-of-the-art \"of\"", false).expect("q");
+        assert_eq!(
+            q.content_terms,
+            vec!["\"the wing\"", "\"state of the art\"", "\"of\""]
+        );
+        let q = normalize_query("of the wing", true).expect("phrase");
+        assert_eq!(q.content_terms, vec!["\"of the wing\""]);
+        assert!(
+            !normalize_query("lift drag wing slipstream", false)
+                .expect("q")
+                .is_keyword_query()
+        );
+        assert!(is_stop_word("The") && !is_stop_word("théâtre") && !is_stop_word("wing"));
     }
 
     #[test]

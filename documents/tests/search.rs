@@ -482,3 +482,312 @@ async fn cranfield_relevance_smoke_check() {
         );
     }
 }
+
+#[tokio::test]
+async fn keyword_queries_require_all_terms_first_then_any() {
+    let env = env().await;
+    let both = add(&env, "both.txt", "the wing and the slipstream", "r").await;
+    let wing = add(&env, "wing.txt", "a wing alone", "r").await;
+    add(&env, "other.txt", "nothing relevant at all", "r").await;
+
+    // Short keyword query: every content term is required while that finds anything.
+    let page = search_results(env.db(), &req("wing slipstream"))
+        .await
+        .expect("all");
+    assert_eq!((page.match_mode, page.total), (MatchMode::All, 1));
+    assert_eq!(page.results[0].document_id, both.id);
+
+    // Stop words are not required: "the" and "of" do not stop the all-terms match.
+    let page = search_results(env.db(), &req("the wing of the slipstream"))
+        .await
+        .expect("stop words");
+    assert_eq!((page.match_mode, page.total), (MatchMode::All, 1));
+
+    // No document has every term: any term, ranked, documents with more terms first.
+    let page = search_results(env.db(), &req("wing zeppelin slipstream"))
+        .await
+        .expect("fallback");
+    assert_eq!((page.match_mode, page.total), (MatchMode::Any, 2));
+    assert_eq!(page.results[0].document_id, both.id);
+    assert_eq!(page.results[1].document_id, wing.id);
+
+    // A natural-language question (more than three content terms) matches any content
+    // term at once, ranked by BM25; stop words match nothing on their own.
+    let question = "what is known about the lift of a wing in a propeller slipstream";
+    let page = search_results(env.db(), &req(question))
+        .await
+        .expect("question");
+    assert_eq!((page.match_mode, page.total), (MatchMode::Any, 2));
+    assert_eq!(page.results[0].document_id, both.id);
+    let ids_page = search_ids(env.db(), &req(question)).await.expect("ids");
+    assert_eq!(
+        ids_page.document_ids,
+        vec![both.id.clone(), wing.id.clone()]
+    );
+    let facets = search_facets(env.db(), &req(question), None)
+        .await
+        .expect("facets");
+    assert_eq!(
+        (facets.match_mode, facets.sources[0].count),
+        (MatchMode::Any, 2)
+    );
+
+    // Explicit modes: `all` keeps every word, stop words included; `any` drops them.
+    let mut strict = req("the wing of the slipstream");
+    strict.match_mode = MatchMode::All;
+    let page = search_results(env.db(), &strict).await.expect("strict");
+    assert_eq!((page.match_mode, page.total), (MatchMode::All, 0));
+    let mut any = req("the wing");
+    any.match_mode = MatchMode::Any;
+    let page = search_results(env.db(), &any).await.expect("any");
+    assert_eq!((page.match_mode, page.total), (MatchMode::Any, 2));
+}
+
+#[tokio::test]
+async fn stop_word_only_queries_and_phrases_keep_their_words() {
+    let env = env().await;
+    let hamlet = add(&env, "hamlet.txt", "to be or not to be", "r").await;
+    let other = add(&env, "other.txt", "be quick", "r").await;
+    let ofthe = add(&env, "ofthe.txt", "the state of the art wing", "r").await;
+    let page = search_results(env.db(), &req("to be or not to be"))
+        .await
+        .expect("only stop words");
+    assert_eq!((page.match_mode, page.total), (MatchMode::All, 1));
+    assert_eq!(page.results[0].document_id, hamlet.id);
+    let mut got = ids(&env, &req("be")).await;
+    got.sort();
+    let mut expected = vec![hamlet.id.clone(), other.id.clone()];
+    expected.sort();
+    assert_eq!(got, expected);
+    // Phrases keep stop words: adjacency of every word is required.
+    assert_eq!(
+        ids(&env, &req("\"state of the art\"")).await,
+        vec![ofthe.id.clone()]
+    );
+    assert_eq!(
+        ids(&env, &req("state-of-the-art")).await,
+        vec![ofthe.id.clone()]
+    );
+    assert!(ids(&env, &req("\"state of art\"")).await.is_empty());
+    let mut phrase = req("of the art");
+    phrase.phrase = true;
+    assert_eq!(ids(&env, &phrase).await, vec![ofthe.id.clone()]);
+}
+
+#[tokio::test]
+async fn punctuation_and_fts_syntax_are_plain_text() {
+    let env = env().await;
+    let mail = add(
+        &env,
+        "mail.txt",
+        "send e-mail via U.S.A. servers; see note: NEAR the AND gate, OR NOT",
+        "r",
+    )
+    .await;
+    let plain = add(&env, "plain.txt", "mail servers near the gate", "r").await;
+    for (query, expected) in [
+        ("e-mail", vec![mail.id.clone()]),
+        ("U.S.A.", vec![mail.id.clone()]),
+        ("note:", vec![mail.id.clone()]),
+        ("servers;", vec![mail.id.clone(), plain.id.clone()]),
+        ("gate*", vec![mail.id.clone(), plain.id.clone()]),
+        ("^gate", vec![mail.id.clone(), plain.id.clone()]),
+        ("(gate)", vec![mail.id.clone(), plain.id.clone()]),
+        ("\"e mail\"", vec![mail.id.clone()]),
+        ("NEAR gate", vec![mail.id.clone(), plain.id.clone()]),
+        ("gate NOT", vec![mail.id.clone(), plain.id.clone()]),
+        ("AND OR NOT", vec![mail.id.clone()]),
+    ] {
+        let mut got = ids(&env, &req(query)).await;
+        got.sort();
+        let mut want = expected.clone();
+        want.sort();
+        assert_eq!(got, want, "{query:?}");
+    }
+    // The whole query is at most 4,096 characters; longer is refused before FTS runs.
+    let at_cap: String = "gate ".repeat(1000).chars().take(4096).collect();
+    assert_eq!(
+        search_results(env.db(), &req(&at_cap))
+            .await
+            .expect("cap")
+            .total,
+        2
+    );
+    let over = format!("{at_cap}x");
+    assert!(matches!(
+        search_results(env.db(), &req(&over)).await,
+        Err(DocumentsError::SearchQueryTooLarge { .. })
+    ));
+    assert!(matches!(
+        search_facets(env.db(), &req(&over), None).await,
+        Err(DocumentsError::SearchQueryTooLarge { .. })
+    ));
+    for empty in ["\"*\"", "( ) : ^", "—", "\"\" \"\""] {
+        assert!(
+            matches!(
+                search_ids(env.db(), &req(empty)).await,
+                Err(DocumentsError::InvalidSearchQuery)
+            ),
+            "{empty:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn fallback_pages_ties_and_totals() {
+    let env = env().await;
+    // Nine documents with one query term each: the any-term fallback ties them all on BM25
+    // (same length, same term frequency), so newest then id decides.
+    let mut docs = Vec::new();
+    for i in 0..9 {
+        let word = ["alpha", "beta", "gamma"][i % 3];
+        let doc = add(
+            &env,
+            &format!("t{i}.txt"),
+            &format!("{word} filler text"),
+            "r",
+        )
+        .await;
+        set_created(
+            &env,
+            &doc.id,
+            &format!("2026-01-0{}T00:00:00.000Z", 1 + i % 2),
+        )
+        .await;
+        docs.push(doc);
+    }
+    let mut request = req("alpha beta gamma");
+    request.limit = Some(4);
+    let mut seen = Vec::new();
+    for offset in [0, 4, 8, 12] {
+        request.offset = offset;
+        let page = search_results(env.db(), &request).await.expect("page");
+        assert_eq!(
+            (page.total, page.match_mode),
+            (9, MatchMode::Any),
+            "{offset}"
+        );
+        seen.extend(
+            page.results
+                .iter()
+                .map(|h| (h.created_at.clone(), h.document_id.clone())),
+        );
+        let ids_page = search_ids(env.db(), &request).await.expect("ids");
+        assert_eq!(ids_page.total, 9);
+        assert_eq!(
+            ids_page.document_ids,
+            page.results
+                .iter()
+                .map(|h| h.document_id.clone())
+                .collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(seen.len(), 9);
+    let mut expected = seen.clone();
+    expected.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    assert_eq!(seen, expected, "newest first, then id");
+
+    // A full last page still reports the full total; a page of exactly `limit` rows is
+    // followed by an empty one with the same total.
+    request.limit = Some(9);
+    request.offset = 0;
+    assert_eq!(search_ids(env.db(), &request).await.expect("full").total, 9);
+    request.offset = 9;
+    let past = search_ids(env.db(), &request).await.expect("past");
+    assert_eq!((past.total, past.document_ids.len()), (9, 0));
+    request.limit = Some(0);
+    request.offset = 0;
+    let none = search_results(env.db(), &request).await.expect("limit 0");
+    assert_eq!((none.total, none.results.len()), (9, 0));
+
+    // Facets count the same match set as results, with the same fallback.
+    let facets = search_facets(env.db(), &req("alpha beta gamma"), Some(2))
+        .await
+        .expect("facets");
+    assert_eq!(facets.sources[0].count, 9);
+    assert_eq!(facets.filenames.len(), 2);
+    assert_eq!(facets.match_mode, MatchMode::Any);
+    let mut filtered = req("alpha beta gamma");
+    filtered.filename_contains = Some("t1".into());
+    let page = search_results(env.db(), &filtered).await.expect("filtered");
+    assert_eq!(page.total, 1);
+}
+
+#[test]
+fn no_query_string_makes_search_error_or_panic() {
+    use proptest::prelude::*;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let env = runtime.block_on(async {
+        let env = env().await;
+        add(
+            &env,
+            "p.txt",
+            "the quick brown fox jumps over the lazy dog",
+            "raw text",
+        )
+        .await;
+        env
+    });
+    let config = ProptestConfig {
+        cases: 256,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let strategy = prop_oneof![
+        any::<String>(),
+        "[a-z \"*():^+\\-]{0,40}",
+        proptest::collection::vec(
+            prop_oneof![
+                Just("AND".to_string()),
+                Just("OR".to_string()),
+                Just("NOT".to_string()),
+                Just("NEAR(".to_string()),
+                Just("\"".to_string()),
+                Just("*".to_string()),
+                Just("the".to_string()),
+                Just("fox".to_string()),
+                Just("col:".to_string()),
+                "\\PC{1,6}",
+            ],
+            0..20,
+        )
+        .prop_map(|words| words.join(" ")),
+    ];
+    proptest::test_runner::TestRunner::new(config)
+        .run(
+            &(strategy, any::<bool>(), 0u8..3),
+            |(query, phrase, mode)| {
+                let mut request = req(&query);
+                request.phrase = phrase;
+                request.match_mode =
+                    [MatchMode::Auto, MatchMode::All, MatchMode::Any][mode as usize];
+                request.scope = if mode == 1 {
+                    SearchScope::Raw
+                } else {
+                    SearchScope::Cleaned
+                };
+                let outcome = runtime.block_on(async {
+                    let results = search_results(env.db(), &request).await.map(|p| p.total);
+                    let ids = search_ids(env.db(), &request).await.map(|p| p.total);
+                    let facets = search_facets(env.db(), &request, None)
+                        .await
+                        .map(|f| f.sources[0].count);
+                    (results, ids, facets)
+                });
+                match outcome {
+                    (Ok(a), Ok(b), Ok(c)) => prop_assert!(a == b && b == c, "{a} {b} {c}"),
+                    (
+                        Err(DocumentsError::InvalidSearchQuery),
+                        Err(DocumentsError::InvalidSearchQuery),
+                        Err(DocumentsError::InvalidSearchQuery),
+                    ) => {}
+                    other => prop_assert!(false, "{query:?}: {other:?}"),
+                }
+                Ok(())
+            },
+        )
+        .expect("property");
+}

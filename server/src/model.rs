@@ -473,7 +473,8 @@ pub struct SearchIn {
     /// `cleaned` (default) or `raw`.
     #[schema(value_type = Option<SearchScopeIn>)]
     pub scope: Option<String>,
-    /// `auto` (default), `all` or `any`.
+    /// `auto` (default: a keyword query of up to three content words requires them all,
+    /// then any; a longer question matches any content word), `all` or `any`.
     #[schema(value_type = Option<MatchModeIn>)]
     pub match_mode: Option<MatchMode>,
 }

@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+"""Search benchmark and relevance evaluation (Python stdlib only).
+
+Subcommands (see docs/PERFORMANCE.md, section Search, and bench/search.sh which runs them all):
+
+  load     --base-url URL
+           uploads the 1,400 Cranfield records as cranfield-<id>.txt (title, blank line,
+           abstract) through POST /documents, submits a run for each (POST /runs) and waits
+           until every run is terminal. Needs `shelf api` and `shelf worker` (mock provider).
+  ndcg     --base-url URL [--raw-db FILE]
+           runs the 225 Cranfield queries through POST /search/results (limit 10) and prints
+           nDCG@10 against qrels/test.tsv (trec_eval's ndcg_cut_10: linear gains, log2
+           discounts, ideal from the judged relevant documents; every judged query counts,
+           a query with no results scores 0). With --raw-db, the same figure for plain FTS5
+           on that file (OR of every query word, ORDER BY rank), as the comparison point.
+  latency  --base-url URL --db FILE [-c 1 8] [--repeat 2]
+           the Cranfield queries through POST /search/results {query, limit: 10} at each
+           concurrency, and the same query answered by Python's sqlite3 on the same database
+           file (read-only, one connection per thread): the top 10 by rank with snippets,
+           then count(*), for two expressions: `raw-all` (OR of every word, what a plain FTS5
+           client sends) and `raw-same` (the expression Shelf runs: OR of the words without
+           stop words). Prints p50/p99/queries-per-second side by side, and one JSON line.
+
+Only loopback targets are used; proxies from the environment are ignored.
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import math
+import re
+import sqlite3
+import statistics
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+CRANFIELD = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "ir" / "cranfield"
+if not CRANFIELD.exists():
+    CRANFIELD = Path("/work/shared/corpus/ir/cranfield")
+
+# The same list as documents/src/search.rs STOP_WORDS.
+STOP_WORDS = set(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is
+    it its itself just me more most my myself no nor not now of off on once only or other our
+    ours ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we
+    were what when where which while who whom why will with would you your yours yourself
+    yourselves""".split()
+)
+
+
+def log(msg: str) -> None:
+    print(f"[search-bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------------------
+def cranfield_docs() -> list[dict]:
+    with open(CRANFIELD / "corpus.jsonl", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def cranfield_queries() -> list[tuple[str, str]]:
+    with open(CRANFIELD / "queries.jsonl", encoding="utf-8") as f:
+        return [(q["_id"], q["text"]) for q in map(json.loads, f)]
+
+
+def cranfield_qrels() -> dict[str, dict[str, int]]:
+    qrels: dict[str, dict[str, int]] = {}
+    with open(CRANFIELD / "qrels" / "test.tsv", encoding="utf-8") as f:
+        next(f)
+        for line in f:
+            q, d, s = line.rstrip("\n").split("\t")
+            if int(s) > 0:
+                qrels.setdefault(q, {})[d] = int(s)
+    return qrels
+
+
+def ndcg_at_10(ranked: list[str], relevant: dict[str, int]) -> float:
+    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:10]))
+    ideal = sorted(relevant.values(), reverse=True)[:10]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def words_of(text: str) -> list[str]:
+    return [p for p in re.split(r"[\s!-/:-@\[-`{-~]+", text) if any(c.isalnum() for c in p)]
+
+
+def fts_terms(text: str, drop_stop_words: bool) -> list[str]:
+    """Shelf's normalization for unquoted text: one term per whitespace word, a word with
+    punctuation inside becomes a phrase of its parts."""
+    terms = []
+    for word in text.split():
+        parts = words_of(word)
+        if not parts:
+            continue
+        if drop_stop_words and len(parts) == 1 and parts[0].lower() in STOP_WORDS:
+            continue
+        terms.append('"' + " ".join(parts) + '"')
+    return terms
+
+
+def or_expression(text: str, drop_stop_words: bool) -> str:
+    terms = fts_terms(text, drop_stop_words) or fts_terms(text, False)
+    return " OR ".join(terms)
+
+
+# ---------------------------------------------------------------------------------------
+# HTTP (one keep-alive connection per thread)
+# ---------------------------------------------------------------------------------------
+class Api:
+    def __init__(self, base_url: str):
+        u = urllib.parse.urlsplit(base_url)
+        if u.hostname not in ("127.0.0.1", "localhost", "::1"):
+            raise SystemExit(f"loopback targets only: {base_url}")
+        self.host, self.port = u.hostname, u.port or 80
+        self.local = threading.local()
+
+    def conn(self) -> http.client.HTTPConnection:
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            c = http.client.HTTPConnection(self.host, self.port, timeout=120)
+            self.local.conn = c
+        return c
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict | None = None) -> tuple[int, bytes]:
+        for attempt in range(2):
+            c = self.conn()
+            try:
+                c.request(method, path, body=body, headers=headers or {})
+                r = c.getresponse()
+                return r.status, r.read()
+            except (http.client.HTTPException, OSError):
+                c.close()
+                self.local.conn = None
+                if attempt:
+                    raise
+        raise RuntimeError("unreachable")
+
+    def post_json(self, path: str, payload: dict) -> tuple[int, dict]:
+        status, data = self.request("POST", path, json.dumps(payload).encode(),
+                                    {"content-type": "application/json"})
+        return status, json.loads(data) if data else {}
+
+    def upload(self, name: str, data: bytes) -> tuple[int, dict]:
+        boundary = "shelfbench7d1c"
+        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+                f"filename=\"{name}\"\r\nContent-Type: text/plain\r\n\r\n").encode() + data + \
+            f"\r\n--{boundary}--\r\n".encode()
+        status, out = self.request("POST", "/documents", body,
+                                   {"content-type": f"multipart/form-data; boundary={boundary}"})
+        return status, json.loads(out) if out else {}
+
+
+def run_threads(items: list, worker, concurrency: int) -> list:
+    results: list = [None] * len(items)
+    lock = threading.Lock()
+    next_index = [0]
+
+    def loop() -> None:
+        while True:
+            with lock:
+                i = next_index[0]
+                next_index[0] += 1
+            if i >= len(items):
+                return
+            results[i] = worker(items[i])
+
+    threads = [threading.Thread(target=loop) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+# ---------------------------------------------------------------------------------------
+# subcommands
+# ---------------------------------------------------------------------------------------
+def cmd_load(a) -> None:
+    api = Api(a.base_url)
+    docs = cranfield_docs()[: a.n]
+
+    def up(doc):
+        body = f"{doc['title']}\n\n{doc['text']}\n".encode()
+        status, out = api.upload(f"cranfield-{doc['_id']}.txt", body)
+        if status not in (200, 201):
+            raise SystemExit(f"upload {doc['_id']}: {status} {out}")
+        return out["id"]
+
+    t0 = time.monotonic()
+    ids = run_threads(docs, up, 4)
+    log(f"uploaded {len(ids)} documents in {time.monotonic() - t0:.1f}s")
+
+    def submit(doc_id):
+        status, out = api.post_json("/runs", {"document_id": doc_id})
+        if status not in (200, 201, 202):
+            raise SystemExit(f"run for {doc_id}: {status} {out}")
+        return out["id"]
+
+    runs = run_threads(ids, submit, 4)
+    pending = list(runs)
+    while pending:
+        status, data = api.request("GET", f"/runs/{pending[0]}")
+        state = json.loads(data).get("status") if status == 200 else None
+        if state in ("succeeded", "failed", "canceled"):
+            pending.pop(0)
+        else:
+            time.sleep(0.2)
+    log(f"{len(runs)} runs terminal after {time.monotonic() - t0:.1f}s")
+
+
+def shelf_ranking(api: Api, text: str, limit: int = 10) -> list[str]:
+    status, page = api.post_json("/search/results", {"query": text, "limit": limit})
+    if status != 200:
+        return []
+    out = []
+    for hit in page.get("results", []):
+        m = re.fullmatch(r"cranfield-(\d+)\.txt", hit.get("filename", ""))
+        if m:
+            out.append(m.group(1))
+    return out
+
+
+def raw_ranking(db: sqlite3.Connection, text: str, drop_stop_words: bool) -> list[str]:
+    rows = db.execute(
+        "SELECT d.filename FROM (SELECT rowid AS rid FROM search_cleaned "
+        "WHERE search_cleaned MATCH ? ORDER BY rank LIMIT 10) p "
+        "JOIN documents d ON d.pk = p.rid",
+        (or_expression(text, drop_stop_words),),
+    ).fetchall()
+    out = []
+    for (name,) in rows:
+        m = re.fullmatch(r"cranfield-(\d+)\.txt", name)
+        if m:
+            out.append(m.group(1))
+    return out
+
+
+def cmd_ndcg(a) -> None:
+    qrels = cranfield_qrels()
+    queries = [(q, t) for q, t in cranfield_queries() if q in qrels]
+    api = Api(a.base_url)
+    scores = [ndcg_at_10(shelf_ranking(api, t), qrels[q]) for q, t in queries]
+    summary = {"queries": len(queries), "shelf_ndcg@10": round(statistics.mean(scores), 4)}
+    if a.raw_db:
+        db = sqlite3.connect(f"file:{a.raw_db}?mode=ro", uri=True)
+        for name, drop in (("raw_or_all_words", False), ("raw_or_without_stop_words", True)):
+            s = [ndcg_at_10(raw_ranking(db, t, drop), qrels[q]) for q, t in queries]
+            summary[f"{name}_ndcg@10"] = round(statistics.mean(s), 4)
+    print(json.dumps(summary))
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, math.ceil(p / 100 * len(s)) - 1))
+    return s[k]
+
+
+def measure(items: list, worker, concurrency: int) -> dict:
+    def timed(item):
+        t = time.perf_counter()
+        worker(item)
+        return time.perf_counter() - t
+
+    t0 = time.perf_counter()
+    lat = run_threads(items, timed, concurrency)
+    wall = time.perf_counter() - t0
+    return {
+        "n": len(lat),
+        "p50_ms": round(pct(lat, 50) * 1000, 2),
+        "p99_ms": round(pct(lat, 99) * 1000, 2),
+        "qps": round(len(lat) / wall, 1),
+    }
+
+
+RAW_PAGE = (
+    "SELECT rowid, bm25(search_cleaned), "
+    "snippet(search_cleaned, 0, char(57344), char(57345), '…', 24) "
+    "FROM search_cleaned WHERE search_cleaned MATCH ? ORDER BY rank LIMIT 10"
+)
+RAW_COUNT = "SELECT count(*) FROM search_cleaned WHERE search_cleaned MATCH ?"
+
+
+def cmd_latency(a) -> None:
+    api = Api(a.base_url)
+    texts = [t for _, t in cranfield_queries()][: a.m] * a.repeat
+    local = threading.local()
+
+    def raw_conn() -> sqlite3.Connection:
+        c = getattr(local, "db", None)
+        if c is None:
+            c = sqlite3.connect(f"file:{a.db}?mode=ro", uri=True, check_same_thread=False)
+            c.execute("PRAGMA cache_size=-32768")
+            local.db = c
+        return c
+
+    def shelf(text):
+        status, _ = api.post_json("/search/results", {"query": text, "limit": 10})
+        if status != 200:
+            raise SystemExit(f"search answered {status}")
+
+    def raw(drop):
+        def run(text):
+            c = raw_conn()
+            expr = or_expression(text, drop)
+            c.execute(RAW_PAGE, (expr,)).fetchall()
+            c.execute(RAW_COUNT, (expr,)).fetchone()
+        return run
+
+    docs = sqlite3.connect(f"file:{a.db}?mode=ro", uri=True).execute(
+        "SELECT count(*) FROM search_cleaned").fetchone()[0]
+    # Warm both sides (page cache, statement caches).
+    measure(texts[:50], shelf, 1)
+    measure(texts[:50], raw(True), 1)
+    rows = []
+    for c in a.concurrency:
+        for name, worker in (("shelf", shelf), ("raw-same", raw(True)), ("raw-all", raw(False))):
+            r = measure(texts, worker, c)
+            r.update({"side": name, "concurrency": c})
+            rows.append(r)
+            log(f"{name:9s} c={c}: p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms, {r['qps']} q/s")
+    print(f"\n{docs} indexed documents, {len(texts)} queries per row\n")
+    print("| side | concurrency | p50 ms | p99 ms | queries/s |")
+    print("|---|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['side']} | {r['concurrency']} | {r['p50_ms']} | {r['p99_ms']} | {r['qps']} |")
+    print(json.dumps({"documents": docs, "rows": rows}))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("load")
+    p.add_argument("--base-url", required=True)
+    p.add_argument("-n", type=int, default=1400)
+    p = sub.add_parser("ndcg")
+    p.add_argument("--base-url", required=True)
+    p.add_argument("--raw-db")
+    p = sub.add_parser("latency")
+    p.add_argument("--base-url", required=True)
+    p.add_argument("--db", required=True)
+    p.add_argument("-c", "--concurrency", type=int, nargs="+", default=[1, 8])
+    p.add_argument("-m", type=int, default=225)
+    p.add_argument("--repeat", type=int, default=2)
+    a = ap.parse_args()
+    {"load": cmd_load, "ndcg": cmd_ndcg, "latency": cmd_latency}[a.cmd](a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Search benchmark (not a test): relevance (nDCG@10 on Cranfield) and latency of
+# POST /search/results against raw FTS5 on the same database file, at concurrency 1 and 8.
+#
+#   bash bench/search.sh              # Cranfield (1,400 documents) through the API and worker
+#   N=100000 bash bench/search.sh     # plus N documents loaded by the documents crate's own
+#                                     # write path (examples/search_corpus.rs), no pipeline
+#
+# Release build, loopback only, mock provider, temporary data directories removed at the end
+# (KEEP=1 keeps them). Prints Markdown tables and JSON lines; see docs/PERFORMANCE.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+N=${N:-}
+TARGET=${CARGO_TARGET_DIR:-target}
+cargo build --release -p shelf-cli >&2
+SHELF=$TARGET/release/shelf
+[[ -z "$N" ]] || cargo build --release -p shelf-documents --example search_corpus >&2
+
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  [[ -n "${KEEP:-}" ]] && echo "kept $WORK" >&2 || rm -rf "$WORK"
+}
+trap cleanup EXIT
+export SHELF_LLM_PROVIDER=mock SHELF_LOG_LEVEL=warn
+
+start_api() { # data dir -> sets BASE
+  SHELF_DATA_DIR="$1" "$SHELF" api --port 0 >"$1.api.out" 2>"$1.api.err" &
+  PIDS+=($!)
+  BASE=""
+  for _ in $(seq 1 200); do
+    BASE=$(sed -n 's/^shelf api listening on //p' "$1.api.out" 2>/dev/null)
+    [[ -n "$BASE" ]] && break
+    sleep 0.1
+  done
+  [[ -n "$BASE" ]] || { echo "shelf api did not start:" >&2; cat "$1.api.err" >&2; exit 1; }
+}
+
+# 1. Cranfield through the real pipeline: upload, run (mock provider), index.
+DATA="$WORK/cranfield"
+SHELF_DATA_DIR="$DATA" "$SHELF" migrate >/dev/null
+start_api "$DATA"
+SHELF_DATA_DIR="$DATA" "$SHELF" worker >"$WORK/worker.out" 2>"$WORK/worker.err" &
+PIDS+=($!)
+python3 bench/search.py load --base-url "$BASE"
+echo "## nDCG@10, Cranfield" && python3 bench/search.py ndcg --base-url "$BASE" --raw-db "$DATA/shelf.sqlite"
+echo "## latency, Cranfield" && python3 bench/search.py latency --base-url "$BASE" --db "$DATA/shelf.sqlite"
+
+# 2. N documents loaded directly (Cranfield, then recombined Cranfield sentences).
+if [[ -n "$N" ]]; then
+  BIG="$WORK/big"
+  mkdir -p "$BIG"
+  "$TARGET/release/examples/search_corpus" "$BIG" "$N" 2>&1 | tail -1 >&2
+  start_api "$BIG"
+  echo "## latency, $N documents" && python3 bench/search.py latency --base-url "$BASE" --db "$BIG/shelf.sqlite"
+fi
