@@ -671,18 +671,25 @@ impl Prepared {
     /// builds at most `limit` snippets instead of one per matching row.
     fn page_sql(&self, with_snippets: bool, candidates: usize) -> String {
         let table = self.table;
-        let restrict = if candidates == 0 {
-            String::new()
+        let ranked = if candidates == 0 {
+            format!(
+                "WITH page AS (SELECT {table}.rowid AS rid, bm25({table}) AS bm25_score, \
+                 d.created_at AS created_at, d.id AS id {} \
+                 ORDER BY bm25_score ASC, d.created_at DESC, d.id ASC LIMIT ? OFFSET ?) ",
+                self.source_clause()
+            )
         } else {
-            let marks = vec!["?"; candidates].join(", ");
-            format!(" AND {table}.rowid IN ({marks})")
+            // The candidates and their scores come from the index alone; only they meet
+            // the documents table, for the tie-break columns.
+            let rows = vec!["(?, ?)"; candidates].join(", ");
+            format!(
+                "WITH cand(rid, bm25_score) AS (VALUES {rows}), \
+                 page AS MATERIALIZED (SELECT cand.rid AS rid, cand.bm25_score AS bm25_score, \
+                 d.created_at AS created_at, d.id AS id \
+                 FROM cand JOIN documents d ON d.pk = cand.rid \
+                 ORDER BY cand.bm25_score ASC, d.created_at DESC, d.id ASC LIMIT ? OFFSET ?) "
+            )
         };
-        let ranked = format!(
-            "WITH page AS (SELECT {table}.rowid AS rid, bm25({table}) AS bm25_score, \
-             d.created_at AS created_at, d.id AS id {}{restrict} \
-             ORDER BY bm25_score ASC, d.created_at DESC, d.id ASC LIMIT ? OFFSET ?) ",
-            self.source_clause()
-        );
         if !with_snippets {
             return format!(
                 "{ranked}SELECT id AS document_id, bm25_score FROM page \
@@ -716,7 +723,7 @@ impl Prepared {
         &self,
         conn: &impl ConnectionTrait,
         expression: &str,
-    ) -> Result<Option<Vec<i64>>> {
+    ) -> Result<Option<Vec<(i64, f64)>>> {
         let wanted = self.offset.saturating_add(self.limit);
         if !self.filter_sql.is_empty() || wanted > MAX_CANDIDATES {
             return Ok(None);
@@ -747,7 +754,7 @@ impl Prepared {
             return Ok(None);
         }
         top.truncate(wanted);
-        Ok(Some(top.into_iter().map(|(rid, _)| rid).collect()))
+        Ok(Some(top))
     }
 
     async fn page(
@@ -764,8 +771,14 @@ impl Prepared {
             return Ok(Vec::new());
         }
         let candidates = candidates.unwrap_or_default();
-        let mut values = self.values_with(expression);
-        values.extend(candidates.iter().map(|rid| Value::from(*rid)));
+        let mut values: Vec<Value> = Vec::new();
+        if candidates.is_empty() {
+            values.extend(self.values_with(expression));
+        }
+        for (rid, score) in &candidates {
+            values.push((*rid).into());
+            values.push((*score).into());
+        }
         values.push(to_i64(self.limit).into());
         values.push(to_i64(self.offset).into());
         if with_snippets {
