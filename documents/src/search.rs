@@ -23,6 +23,8 @@ pub const MAX_LIMIT: u64 = 500;
 pub const DEFAULT_FACET_LIMIT: u64 = 50;
 /// Largest facet bucket count.
 pub const MAX_FACET_LIMIT: u64 = 500;
+/// Deepest page (`offset + limit`) ranked on the FTS index alone before the join.
+const MAX_CANDIDATES: u64 = 1000;
 /// Tokens of context in a snippet.
 pub const SNIPPET_TOKENS: u32 = 24;
 
@@ -667,14 +669,27 @@ impl Prepared {
     /// Ranks and pages first (the CTE reads only rowids, BM25 scores and the tie-break
     /// columns), then joins the page rows back to the index for their snippets, so SQLite
     /// builds at most `limit` snippets instead of one per matching row.
-    fn page_sql(&self, with_snippets: bool) -> String {
+    fn page_sql(&self, with_snippets: bool, candidates: usize) -> String {
         let table = self.table;
-        let ranked = format!(
-            "WITH page AS (SELECT {table}.rowid AS rid, bm25({table}) AS bm25_score, \
-             d.created_at AS created_at, d.id AS id {} \
-             ORDER BY bm25_score ASC, d.created_at DESC, d.id ASC LIMIT ? OFFSET ?) ",
-            self.source_clause()
-        );
+        let ranked = if candidates == 0 {
+            format!(
+                "WITH page AS (SELECT {table}.rowid AS rid, bm25({table}) AS bm25_score, \
+                 d.created_at AS created_at, d.id AS id {} \
+                 ORDER BY bm25_score ASC, d.created_at DESC, d.id ASC LIMIT ? OFFSET ?) ",
+                self.source_clause()
+            )
+        } else {
+            // The candidates and their scores come from the index alone; only they meet
+            // the documents table, for the tie-break columns.
+            let rows = vec!["(?, ?)"; candidates].join(", ");
+            format!(
+                "WITH cand(rid, bm25_score) AS (VALUES {rows}), \
+                 page AS MATERIALIZED (SELECT cand.rid AS rid, cand.bm25_score AS bm25_score, \
+                 d.created_at AS created_at, d.id AS id \
+                 FROM cand JOIN documents d ON d.pk = cand.rid \
+                 ORDER BY cand.bm25_score ASC, d.created_at DESC, d.id ASC LIMIT ? OFFSET ?) "
+            )
+        };
         if !with_snippets {
             return format!(
                 "{ranked}SELECT id AS document_id, bm25_score FROM page \
@@ -698,6 +713,50 @@ impl Prepared {
         )
     }
 
+    /// Without filters, the top `offset + limit + 1` rows are ranked on the FTS index alone
+    /// (no join per matching row, which is what stops concurrent searches of a large index
+    /// from scaling: every connection would walk the documents table for every match). When
+    /// the row after the cut has a different score, no tie crosses the cut and those rows
+    /// are exactly the candidates; the page query then orders them by the full key. With
+    /// filters, a tie across the cut, or a deep page, the page query ranks every match.
+    async fn candidates(
+        &self,
+        conn: &impl ConnectionTrait,
+        expression: &str,
+    ) -> Result<Option<Vec<(i64, f64)>>> {
+        let wanted = self.offset.saturating_add(self.limit);
+        if !self.filter_sql.is_empty() || wanted > MAX_CANDIDATES {
+            return Ok(None);
+        }
+        let table = self.table;
+        let sql = format!(
+            "SELECT rowid AS rid, bm25({table}) AS bm25_score FROM {table} \
+             WHERE {table} MATCH ? ORDER BY bm25_score ASC LIMIT ?"
+        );
+        let rows = conn
+            .query_all_raw(stmt(
+                &sql,
+                [
+                    expression.to_string().into(),
+                    to_i64(wanted.saturating_add(1)).into(),
+                ],
+            ))
+            .await?;
+        let mut top = Vec::with_capacity(rows.len());
+        for row in &rows {
+            top.push((
+                row.try_get::<i64>("", "rid")?,
+                row.try_get::<f64>("", "bm25_score")?,
+            ));
+        }
+        let wanted = usize::try_from(wanted).unwrap_or(usize::MAX);
+        if top.len() > wanted && wanted > 0 && top[wanted].1 == top[wanted - 1].1 {
+            return Ok(None);
+        }
+        top.truncate(wanted);
+        Ok(Some(top))
+    }
+
     async fn page(
         &self,
         conn: &impl ConnectionTrait,
@@ -707,7 +766,19 @@ impl Prepared {
         if self.limit == 0 {
             return Ok(Vec::new());
         }
-        let mut values = self.values_with(expression);
+        let candidates = self.candidates(conn, expression).await?;
+        if candidates.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(Vec::new());
+        }
+        let candidates = candidates.unwrap_or_default();
+        let mut values: Vec<Value> = Vec::new();
+        if candidates.is_empty() {
+            values.extend(self.values_with(expression));
+        }
+        for (rid, score) in &candidates {
+            values.push((*rid).into());
+            values.push((*score).into());
+        }
         values.push(to_i64(self.limit).into());
         values.push(to_i64(self.offset).into());
         if with_snippets {
@@ -718,7 +789,10 @@ impl Prepared {
             values.push(expression.to_string().into());
         }
         Ok(conn
-            .query_all_raw(stmt(&self.page_sql(with_snippets), values))
+            .query_all_raw(stmt(
+                &self.page_sql(with_snippets, candidates.len()),
+                values,
+            ))
             .await?)
     }
 

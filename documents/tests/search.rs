@@ -687,6 +687,20 @@ async fn fallback_pages_ties_and_totals() {
     expected.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     assert_eq!(seen, expected, "newest first, then id");
 
+    // The unfiltered path ranks on the index alone before the join; a filter that keeps
+    // every document takes the joined path. Both give the same pages, ties included.
+    for query in ["alpha beta gamma", "alpha", "filler text"] {
+        for (limit, offset) in [(1, 0), (2, 1), (3, 0), (3, 3), (4, 5), (9, 0), (20, 0)] {
+            let mut fast = req(query);
+            (fast.limit, fast.offset) = (Some(limit), offset);
+            let mut joined = fast.clone();
+            joined.filename_contains = Some(".txt".into());
+            let a = search_results(env.db(), &fast).await.expect("fast");
+            let b = search_results(env.db(), &joined).await.expect("joined");
+            assert_eq!(a, b, "{query} {limit} {offset}");
+        }
+    }
+
     // A full last page still reports the full total; a page of exactly `limit` rows is
     // followed by an empty one with the same total.
     request.limit = Some(9);
