@@ -1,7 +1,9 @@
-//! Dewey Decimal labels: the ten main classes and the hundred divisions with their standard
-//! English captions, code validation, and label lookup through a code's ancestors.
+//! Dewey Decimal labels: the ten main classes, the hundred divisions and the thousand sections
+//! with their standard English captions, code validation, and label lookup through a code's
+//! ancestors.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 /// The ten main classes.
 pub const CLASSES: [(&str, &str); 10] = [
@@ -121,6 +123,18 @@ pub const DIVISIONS: [(&str, &str); 100] = [
     ("990", "History of other areas"),
 ];
 
+/// The sections that are not divisions (the DDC third summary, `636 Animal husbandry`), one
+/// `code caption` per line; unassigned and optional numbers are left out, so they take their
+/// division's label.
+const SECTIONS_TEXT: &str = include_str!("dewey_sections.txt");
+
+static SECTIONS: LazyLock<BTreeMap<&'static str, &'static str>> = LazyLock::new(|| {
+    SECTIONS_TEXT
+        .lines()
+        .filter_map(|line| line.split_once(' '))
+        .collect()
+});
+
 /// True for three ASCII digits, optionally followed by `.` and at least one digit
 /// (`636`, `636.1`, `004.678`).
 pub fn is_valid_code(code: &str) -> bool {
@@ -133,16 +147,17 @@ pub fn is_valid_code(code: &str) -> bool {
         && tail.is_none_or(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// The exact label of a known class or division code.
+/// The exact label of a known class, division or section code.
 pub fn exact_label(code: &str) -> Option<&'static str> {
     DIVISIONS
         .iter()
         .find(|(known, _)| *known == code)
         .map(|(_, label)| *label)
+        .or_else(|| SECTIONS.get(code).copied())
 }
 
-/// The label of a code, or of its closest known ancestor: `636.1` resolves through `636` to
-/// the `630` division. `None` for an invalid code.
+/// The label of a code, or of its closest known ancestor: `636.1` resolves to the `636`
+/// section, an unassigned section to its division. `None` for an invalid code.
 pub fn label(code: &str) -> Option<&'static str> {
     let code = code.trim();
     if !is_valid_code(code) {
@@ -196,7 +211,8 @@ pub fn division_of(code: &str) -> Option<String> {
     code.get(0..2).map(|ab| format!("{ab}0"))
 }
 
-/// Every built-in code with its label (the ten classes are the `x00` divisions).
+/// The ten classes and hundred divisions with their labels (the classes are the `x00`
+/// divisions): the list a classifier chooses from. Sections are found by [`label`].
 pub fn all() -> BTreeMap<String, String> {
     DIVISIONS
         .iter()
@@ -217,6 +233,19 @@ mod tests {
         }
         for (code, label) in CLASSES {
             assert_eq!(all.get(code).map(String::as_str), Some(label));
+        }
+        // Every section line parses, is a three-digit code that is not a division, and the
+        // lines are in order without repeats.
+        let lines: Vec<&str> = SECTIONS_TEXT.lines().collect();
+        assert_eq!(SECTIONS.len(), lines.len());
+        assert!(SECTIONS.len() > 800, "{}", SECTIONS.len());
+        for (code, caption) in SECTIONS.iter() {
+            assert!(is_valid_code(code) && !code.contains('.'), "{code}");
+            assert!(!code.ends_with('0'), "{code} is a division");
+            assert!(
+                !caption.trim().is_empty() && caption.trim() == *caption,
+                "{code}"
+            );
         }
     }
 
@@ -243,14 +272,16 @@ mod tests {
 
     #[test]
     fn labels_resolve_through_ancestors() {
-        assert_eq!(label("636.1"), Some("Agriculture"));
-        assert_eq!(label("636"), Some("Agriculture"));
-        assert_eq!(label("630"), Some("Agriculture"));
-        assert_eq!(label("600"), Some("Technology"));
+        assert_eq!(label("636.1"), Some("Animal husbandry"));
+        assert_eq!(label("636"), Some("Animal husbandry"));
+        // Unassigned sections take their division's label.
+        assert_eq!(label("626"), Some("Engineering"));
         assert_eq!(
             label("005.133"),
-            Some("Computer science, information & general works")
+            Some("Computer programming, programs & data")
         );
+        assert_eq!(label("630"), Some("Agriculture"));
+        assert_eq!(label("600"), Some("Technology"));
         assert_eq!(label("nonsense"), None);
         assert_eq!(
             ancestors("636.12"),

@@ -397,7 +397,7 @@ async fn facets_follow_the_same_filters() {
     assert_eq!(facets.classifications[0].count, 2);
     assert_eq!(
         facets.classifications[0].label.as_deref(),
-        Some("Agriculture")
+        Some("Animal husbandry")
     );
     assert_eq!(facets.statuses[0].value, "ingested");
     assert_eq!(facets.statuses[0].count, 3);

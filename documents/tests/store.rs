@@ -274,7 +274,10 @@ async fn results_statuses_and_texts() {
     .expect("results");
     let stored = env.store.get(&doc.id).await.expect("get");
     assert_eq!(stored.classification.as_deref(), Some("636.1"));
-    assert_eq!(stored.classification_label.as_deref(), Some("Agriculture"));
+    assert_eq!(
+        stored.classification_label.as_deref(),
+        Some("Animal husbandry")
+    );
     assert_eq!(stored.tags, vec!["horses", "animals"]);
     assert_eq!(stored.title.as_deref(), Some("Horses"));
     let err = set_results(db, "doc_0000000000000000", &DocumentResults::default())

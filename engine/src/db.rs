@@ -21,6 +21,9 @@ pub async fn connect(path: &Path, max_connections: u32) -> Result<DatabaseConnec
         .max_connections(max_connections.max(1))
         .min_connections(1)
         .acquire_timeout(Duration::from_secs(30))
+        // A pooled SQLite connection is a file handle in this process: pinging it before
+        // every acquire only adds a round trip through sqlx's connection thread per statement.
+        .test_before_acquire(false)
         .sqlx_logging(false)
         .map_sqlx_sqlite_opts(move |o| {
             o.filename(&file)

@@ -151,7 +151,7 @@ fn a_processed_library_exports_as_a_valid_okf_tree() {
         if fm["title"].as_str() == Some("Ponies: small \"horses\" # really") {
             let relative = file.strip_prefix(&out).expect("inside");
             assert!(
-                relative.starts_with("600-technology/630-agriculture/636-agriculture"),
+                relative.starts_with("600-technology/630-agriculture/636-animal-husbandry"),
                 "{}",
                 relative.display()
             );

@@ -78,7 +78,7 @@ fn fold(c: char) -> &'static str {
     }
 }
 
-/// One folder of a Dewey path: its code and label, and its name (`636-1-agriculture`).
+/// One folder of a Dewey path: its code and label, and its name (`636-1-animal-husbandry`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Folder {
     pub code: String,
@@ -108,9 +108,9 @@ impl Folder {
 
 /// The folders of a code, outermost first: the main class, the division, the three-digit
 /// class, then the full code when it has a decimal part (`636.1` → `600-technology`,
-/// `630-agriculture`, `636-agriculture`, `636-1-agriculture`). Levels equal to their parent
-/// are not repeated (`630` → `600-…`, `630-…`). Labels come from the built-in table of the
-/// ten classes and hundred divisions, a finer code taking its nearest ancestor's label, so a
+/// `630-agriculture`, `636-animal-husbandry`, `636-1-animal-husbandry`). Levels equal to their
+/// parent are not repeated (`630` → `600-…`, `630-…`). Labels come from the built-in table of
+/// classes, divisions and sections, a finer code taking its nearest ancestor's label, so a
 /// folder's name depends on its code alone. `None` for an invalid code.
 pub fn folders(code: &str) -> Option<Vec<Folder>> {
     let code = code.trim();
@@ -448,11 +448,11 @@ mod tests {
     fn dewey_paths() {
         assert_eq!(
             concept_dir("636.1").as_deref(),
-            Some("600-technology/630-agriculture/636-agriculture/636-1-agriculture")
+            Some("600-technology/630-agriculture/636-animal-husbandry/636-1-animal-husbandry")
         );
         assert_eq!(
             concept_dir("636").as_deref(),
-            Some("600-technology/630-agriculture/636-agriculture")
+            Some("600-technology/630-agriculture/636-animal-husbandry")
         );
         assert_eq!(
             concept_dir("630").as_deref(),
@@ -463,8 +463,8 @@ mod tests {
             concept_dir("004.678").as_deref(),
             Some(
                 "000-computer-science-information-general-works/\
-                 004-computer-science-information-general-works/\
-                 004-678-computer-science-information-general-works"
+                 004-data-processing-computer-science/\
+                 004-678-data-processing-computer-science"
             )
         );
         assert_eq!(concept_dir("nonsense"), None);
@@ -626,11 +626,10 @@ mod tests {
         assert!(root.contains("- [500 Science](500-science/index.md)\n"));
         assert!(root.contains("- [600 Technology](600-technology/index.md)\n"));
         let agri = &files["600-technology/630-agriculture/index.md"];
-        assert!(agri.contains("- [636 Agriculture](636-agriculture/index.md)\n"));
+        assert!(agri.contains("- [636 Animal husbandry](636-animal-husbandry/index.md)\n"));
         assert!(agri.contains("- [Farming: a \"guide\"](farming.md)\n"));
         parse(front_matter(agri));
-        let leaf =
-            &files["600-technology/630-agriculture/636-agriculture/636-1-agriculture/index.md"];
+        let leaf = &files["600-technology/630-agriculture/636-animal-husbandry/636-1-animal-husbandry/index.md"];
         assert!(leaf.contains("- [Horses](horses.md)\n- [Mules](mules.md)\n"));
         // Every folder on every path has an index, and every index link resolves.
         for (path, text) in &files {

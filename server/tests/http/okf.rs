@@ -85,7 +85,7 @@ async fn a_documents_concept_and_its_404s() {
     let concept = reply.json();
     assert_eq!(
         concept["path"],
-        "600-technology/630-agriculture/636-agriculture/636-1-agriculture/horses-a-guide-1.md"
+        "600-technology/630-agriculture/636-animal-husbandry/636-1-animal-husbandry/horses-a-guide-1.md"
     );
     let content = concept["content"].as_str().expect("content");
     assert!(content.starts_with("---\ntype: concept\n"), "{content}");
@@ -95,7 +95,7 @@ async fn a_documents_concept_and_its_404s() {
     );
     assert!(content.contains(&format!("resource: \"urn:shelf:doc:{horses}\"\n")));
     assert!(content.contains("dewey_code: \"636.1\"\n"));
-    assert!(content.contains("dewey_label: \"Agriculture\"\n"));
+    assert!(content.contains("dewey_label: \"Animal husbandry\"\n"));
     assert!(
         content.contains("Horses are large domesticated equines."),
         "{content}"
@@ -177,8 +177,8 @@ async fn bundles_filter_limit_and_skip() {
         front_matter(root).contains("okf_version: \"0.1\""),
         "{root}"
     );
-    assert!(files.contains_key("500-science/510-mathematics/512-mathematics/index.md"));
-    let dir = "600-technology/630-agriculture/636-agriculture/636-1-agriculture";
+    assert!(files.contains_key("500-science/510-mathematics/512-algebra/index.md"));
+    let dir = "600-technology/630-agriculture/636-animal-husbandry/636-1-animal-husbandry";
     let leaf = files[&format!("{dir}/index.md")]
         .as_str()
         .expect("leaf index");
