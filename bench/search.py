@@ -13,10 +13,10 @@ Subcommands (see docs/PERFORMANCE.md, section Search, and bench/search.sh which 
            discounts, ideal from the judged relevant documents; every judged query counts,
            a query with no results scores 0). With --raw-db, the same figure for plain FTS5
            on that file (OR of every query word, ORDER BY rank), as the comparison point.
-  latency  --base-url URL --db FILE [-c 1 8] [--repeat 2]
+  latency  --base-url URL --db FILE [-c 1 8] [--repeat 2] [--clients processes|threads]
            the Cranfield queries through POST /search/results {query, limit: 10} at each
            concurrency, and the same query answered by Python's sqlite3 on the same database
-           file (read-only, one connection per thread): the top 10 by rank with snippets,
+           file (read-only, one connection per client): the top 10 by rank with snippets,
            then count(*), for two expressions: `raw-all` (OR of every word, what a plain FTS5
            client sends) and `raw-same` (the expression Shelf runs: OR of the words without
            stop words). Prints p50/p99/queries-per-second side by side, and one JSON line.
@@ -29,6 +29,8 @@ import argparse
 import http.client
 import json
 import math
+import multiprocessing
+import os
 import re
 import sqlite3
 import statistics
@@ -126,6 +128,9 @@ class Api:
 
     def conn(self) -> http.client.HTTPConnection:
         c = getattr(self.local, "conn", None)
+        if getattr(self.local, "pid", None) != os.getpid():
+            c = None  # a forked client never shares its parent's socket
+            self.local.pid = os.getpid()
         if c is None:
             c = http.client.HTTPConnection(self.host, self.port, timeout=120)
             self.local.conn = c
@@ -266,14 +271,48 @@ def pct(values: list[float], p: float) -> float:
     return s[k]
 
 
-def measure(items: list, worker, concurrency: int) -> dict:
+def run_processes(items: list, worker, concurrency: int) -> list:
+    """Like run_threads, but each client is a forked process with its own connections, so
+    the clients' Python work (JSON, HTTP parsing) runs in parallel instead of taking turns
+    on one interpreter lock: with threads, the load generator itself caps concurrency 8."""
+    ctx = multiprocessing.get_context("fork")
+    next_index = ctx.Value("i", 0)
+    out = ctx.Queue()
+
+    def loop() -> None:
+        done = []
+        while True:
+            with next_index.get_lock():
+                i = next_index.value
+                next_index.value += 1
+            if i >= len(items):
+                break
+            done.append((i, worker(items[i])))
+        out.put(done)
+
+    procs = [ctx.Process(target=loop) for _ in range(concurrency)]
+    for p in procs:
+        p.start()
+    results: list = [None] * len(items)
+    for _ in procs:
+        for i, r in out.get():
+            results[i] = r
+    for p in procs:
+        p.join()
+    return results
+
+
+CLIENTS = {"threads": run_threads, "processes": run_processes}
+
+
+def measure(items: list, worker, concurrency: int, clients: str = "processes") -> dict:
     def timed(item):
         t = time.perf_counter()
         worker(item)
         return time.perf_counter() - t
 
     t0 = time.perf_counter()
-    lat = run_threads(items, timed, concurrency)
+    lat = CLIENTS[clients](items, timed, concurrency)
     wall = time.perf_counter() - t0
     return {
         "n": len(lat),
@@ -298,6 +337,9 @@ def cmd_latency(a) -> None:
 
     def raw_conn() -> sqlite3.Connection:
         c = getattr(local, "db", None)
+        if getattr(local, "pid", None) != os.getpid():
+            c = None  # nor its SQLite connection
+            local.pid = os.getpid()
         if c is None:
             c = sqlite3.connect(f"file:{a.db}?mode=ro", uri=True, check_same_thread=False)
             c.execute("PRAGMA cache_size=-32768")
@@ -325,11 +367,11 @@ def cmd_latency(a) -> None:
     rows = []
     for c in a.concurrency:
         for name, worker in (("shelf", shelf), ("raw-same", raw(True)), ("raw-all", raw(False))):
-            r = measure(texts, worker, c)
-            r.update({"side": name, "concurrency": c})
+            r = measure(texts, worker, c, a.clients)
+            r.update({"side": name, "concurrency": c, "clients": a.clients})
             rows.append(r)
             log(f"{name:9s} c={c}: p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms, {r['qps']} q/s")
-    print(f"\n{docs} indexed documents, {len(texts)} queries per row\n")
+    print(f"\n{docs} indexed documents, {len(texts)} queries per row, clients: {a.clients}\n")
     print("| side | concurrency | p50 ms | p99 ms | queries/s |")
     print("|---|---:|---:|---:|---:|")
     for r in rows:
@@ -352,6 +394,9 @@ def main() -> int:
     p.add_argument("-c", "--concurrency", type=int, nargs="+", default=[1, 8])
     p.add_argument("-m", type=int, default=225)
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--clients", choices=sorted(CLIENTS), default="processes",
+                   help="client threads in this process, or one forked process per client "
+                        "(default: processes)")
     a = ap.parse_args()
     {"load": cmd_load, "ndcg": cmd_ndcg, "latency": cmd_latency}[a.cmd](a)
     return 0

@@ -12,7 +12,7 @@
 //!   runs of spaces one space, and leading or trailing dots and spaces are dropped, at most
 //!   [`MAX_STEM_CHARS`] characters; an empty result is `document`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use sea_orm::ConnectionTrait;
 use serde::Serialize;
@@ -308,15 +308,15 @@ impl Shelf {
         request: &SearchRequest,
     ) -> Result<CitedSearchPage, AppError> {
         let page = self.search_results(request).await?;
-        let ids: Vec<&str> = page
+        let transcripts: Vec<&str> = page
             .results
             .iter()
+            .filter(|h| h.has_transcript)
             .map(|h| h.document_id.as_str())
             .collect();
-        let transcripts = documents_with_segments(&self.db, &ids).await?;
         let mut cited: HashMap<String, Option<TranscriptCitation>> = HashMap::new();
-        for id in &transcripts {
-            cited.insert(id.clone(), self.cite(id, &request.query).await?);
+        for id in transcripts {
+            cited.insert(id.to_string(), self.cite(id, &request.query).await?);
         }
         let SearchPage {
             results,
@@ -380,30 +380,6 @@ async fn latest_succeeded_cleaned(
         return Ok(None);
     };
     Ok(Some((row.try_get("", "run_id")?, row.try_get("", "body")?)))
-}
-
-/// Which of these documents have stored transcript segments (one query).
-async fn documents_with_segments(
-    conn: &impl ConnectionTrait,
-    ids: &[&str],
-) -> Result<HashSet<String>, AppError> {
-    if ids.is_empty() {
-        return Ok(HashSet::new());
-    }
-    let placeholders = vec!["?"; ids.len()].join(", ");
-    let rows = conn
-        .query_all_raw(sea_orm::Statement::from_sql_and_values(
-            sea_orm::DbBackend::Sqlite,
-            format!(
-                "SELECT DISTINCT document_id FROM document_segments \
-                 WHERE document_id IN ({placeholders})"
-            ),
-            ids.iter().map(|id| (*id).into()),
-        ))
-        .await?;
-    rows.iter()
-        .map(|row| Ok(row.try_get("", "document_id")?))
-        .collect()
 }
 
 #[cfg(test)]

@@ -209,6 +209,10 @@ pub struct SearchHit {
     pub score: f64,
     pub classification_code: Option<String>,
     pub classification_label: Option<String>,
+    /// The document has transcript segments (its source is SRT, WebVTT or SBV), so a
+    /// citation can be looked for; read with the page rather than by one more query.
+    #[serde(skip)]
+    pub has_transcript: bool,
 }
 
 /// A page of ranked results.
@@ -705,7 +709,9 @@ impl Prepared {
         format!(
             "{ranked}SELECT d.id AS document_id, d.filename, d.status, d.created_at, \
              d.classification, d.classification_label, {run_id} AS run_id, \
-             page.bm25_score AS bm25_score, snippet({table}, 0, ?, ?, ?, ?) AS snippet \
+             page.bm25_score AS bm25_score, snippet({table}, 0, ?, ?, ?, ?) AS snippet, \
+             EXISTS (SELECT 1 FROM document_segments s WHERE s.document_id = d.id) \
+             AS has_transcript \
              FROM page CROSS JOIN {table} ON {table}.rowid = page.rid \
              CROSS JOIN documents d ON d.pk = page.rid \
              WHERE {table} MATCH ? \
@@ -990,6 +996,7 @@ fn hit_from_row(row: &QueryResult, scope: SearchScope) -> Result<SearchHit> {
         score: -bm25,
         classification_code,
         classification_label,
+        has_transcript: row.try_get::<bool>("", "has_transcript")?,
         document_id,
     })
 }
