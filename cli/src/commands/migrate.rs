@@ -1,4 +1,5 @@
-//! `shelf migrate`: apply pending migrations (services refuse to start until this ran).
+//! `shelf migrate`: apply pending migrations (services also apply them at start; this runs them
+//! ahead of an upgrade, or reports the schema state).
 
 use std::process::ExitCode;
 
