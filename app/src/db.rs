@@ -74,6 +74,14 @@ pub async fn schema_status(db: &impl ConnectionTrait) -> Result<SchemaStatus, Ap
     })
 }
 
+/// What [`migrate`] did: the migrations this call applied (none when another process did
+/// them first), and the schema state afterwards.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Migrated {
+    pub applied_now: Vec<String>,
+    pub status: SchemaStatus,
+}
+
 /// How long a process waits for another one's migrations (or any long write) to release the
 /// write lock; the connection's own busy timeout is shorter than a slow migration may take.
 const MIGRATION_LOCK_WAIT: Duration = Duration::from_secs(120);
@@ -84,20 +92,27 @@ const MIGRATION_LOCK_WAIT: Duration = Duration::from_secs(120);
 /// starting on a new database takes the write lock and migrates; the others wait for the lock,
 /// read the schema again inside it, and find nothing left to do. A failed migration leaves the
 /// database as it was.
-pub async fn migrate(db: &DatabaseConnection) -> Result<SchemaStatus, AppError> {
+pub async fn migrate(db: &DatabaseConnection) -> Result<Migrated, AppError> {
     let status = schema_status(db).await?;
     refuse_newer(&status)?;
     if status.pending.is_empty() {
-        return Ok(status);
+        return Ok(Migrated {
+            applied_now: Vec::new(),
+            status,
+        });
     }
     let txn = begin_immediate_waiting(db).await?;
+    // Another process may have migrated while this one waited for the lock.
     let locked = schema_status(&txn).await?;
     refuse_newer(&locked)?;
     if !locked.pending.is_empty() {
         Migrator::up(&txn, None).await?;
     }
     txn.commit().await?;
-    schema_status(db).await
+    Ok(Migrated {
+        applied_now: locked.pending,
+        status: schema_status(db).await?,
+    })
 }
 
 /// `BEGIN IMMEDIATE`, retried while another connection holds the write lock.

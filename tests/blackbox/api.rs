@@ -24,7 +24,7 @@ impl Api {
         Self::start_with(env, &["api", "--port", "0"])
     }
 
-    fn start_with(env: &Env, args: &[&str]) -> Api {
+    pub(crate) fn start_with(env: &Env, args: &[&str]) -> Api {
         let mut process = env.spawn(args);
         let stdout = process.child.stdout.take().expect("stdout");
         let stderr = process.child.stderr.take().expect("stderr");
@@ -73,7 +73,7 @@ impl Api {
         format!("{}{path}", self.base)
     }
 
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         self.stderr.lock().map(|l| l.clone()).unwrap_or_default()
     }
 }
@@ -554,7 +554,7 @@ fn raw_upload(api: &Api, name: &str, size: usize, chunked: bool) -> (StatusCode,
     )
 }
 
-fn count_files(dir: &std::path::Path) -> usize {
+pub(crate) fn count_files(dir: &std::path::Path) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
@@ -628,15 +628,6 @@ fn public_bind_needs_a_key_and_an_import_root() {
             .terminate(Duration::from_secs(20))
             .is_some_and(|s| s.success())
     );
-}
-
-#[test]
-fn the_api_needs_a_migrated_database() {
-    let env = Env::new();
-    let out = env.run(&["api", "--port", "0"]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("shelf migrate"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
