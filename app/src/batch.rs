@@ -23,8 +23,8 @@ pub struct BatchOutcome {
 }
 
 enum Pending {
-    /// Still receiving bytes.
-    Streaming(UploadSink),
+    /// Still receiving bytes (boxed: one sink is in flight at a time, the variants stay small).
+    Streaming(Box<UploadSink>),
     /// Refused by name or content, or failed: its remaining bytes are counted and dropped.
     Failed(UploadError),
 }
@@ -94,11 +94,11 @@ impl BatchUpload {
                 unit: "files",
             });
         }
-        let pending = match UploadSink::begin(self.store.clone(), raw_filename, self.max_upload_bytes)
-        {
-            Ok(sink) => Pending::Streaming(sink),
-            Err(e) => Pending::Failed(e),
-        };
+        let pending =
+            match UploadSink::begin(self.store.clone(), raw_filename, self.max_upload_bytes) {
+                Ok(sink) => Pending::Streaming(Box::new(sink)),
+                Err(e) => Pending::Failed(e),
+            };
         self.current = Some((normalize_filename(raw_filename), pending));
         Ok(())
     }
@@ -128,7 +128,7 @@ impl BatchUpload {
             return;
         };
         let pending = match pending {
-            Pending::Streaming(sink) => sink.stage().await,
+            Pending::Streaming(sink) => (*sink).stage().await,
             Pending::Failed(e) => Err(e),
         };
         self.items.push(Item { filename, pending });
@@ -232,7 +232,14 @@ mod tests {
         let names: Vec<&str> = outcomes.iter().map(|o| o.filename.as_str()).collect();
         assert_eq!(
             names,
-            ["notes.txt", "bundle.zip", "sneaky.txt", "empty.md", "big.txt", "copy.txt"]
+            [
+                "notes.txt",
+                "bundle.zip",
+                "sneaky.txt",
+                "empty.md",
+                "big.txt",
+                "copy.txt"
+            ]
         );
         assert!(!outcomes[0].result.as_ref().expect("first").duplicate);
         assert!(matches!(

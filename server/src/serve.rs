@@ -123,7 +123,12 @@ impl Listener {
 
     /// Attaches the opened application (its settings must be the ones the bind was checked
     /// against). Connections that arrived meanwhile wait in the backlog.
-    pub fn serve(self, shelf: Shelf, shutdown: CancellationToken, options: ServerOptions) -> BoundServer {
+    pub fn serve(
+        self,
+        shelf: Shelf,
+        shutdown: CancellationToken,
+        options: ServerOptions,
+    ) -> BoundServer {
         BoundServer {
             listener: self.listener,
             state: AppState::new(shelf, shutdown, options),

@@ -33,7 +33,7 @@ pub(crate) async fn post_batch(
     (status, reply.json().await.expect("json"))
 }
 
-fn entry<'a>(report: &'a Value, index: usize) -> &'a Value {
+fn entry(report: &Value, index: usize) -> &Value {
     &report["documents"][index]
 }
 
@@ -103,7 +103,10 @@ async fn a_batch_ingests_what_it_can_and_reports_the_rest() {
     let (status, again) = post_batch(
         &client,
         &api,
-        &[("Lorem ipsum.txt", lorem), ("x.zip", b"PK\x03\x04".to_vec())],
+        &[
+            ("Lorem ipsum.txt", lorem),
+            ("x.zip", b"PK\x03\x04".to_vec()),
+        ],
     )
     .await;
     assert_eq!(status, 200);
@@ -126,13 +129,22 @@ async fn caps_refuse_the_whole_batch_before_anything_is_kept() {
 
     // One file too many: refused when the fourth part starts.
     let four: Vec<(String, Vec<u8>)> = (0..4)
-        .map(|i| (format!("f{i}.txt"), format!("file number {i}\n").into_bytes()))
+        .map(|i| {
+            (
+                format!("f{i}.txt"),
+                format!("file number {i}\n").into_bytes(),
+            )
+        })
         .collect();
     let four: Vec<(&str, Vec<u8>)> = four.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
     let (status, body) = post_batch(&client, &api, &four).await;
     assert_eq!(status, 413, "{body}");
     assert_eq!(body["code"], "batch_too_large");
-    assert!(body["detail"].as_str().is_some_and(|d| d.contains("3 files")));
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("3 files"))
+    );
     nothing_kept("too many files");
 
     // Too many bytes, found while streaming (the body fits the Content-Length allowance): the
@@ -140,15 +152,16 @@ async fn caps_refuse_the_whole_batch_before_anything_is_kept() {
     let (status, body) = post_batch(
         &client,
         &api,
-        &[
-            ("a.txt", vec![b'a'; 30_000]),
-            ("b.txt", vec![b'b'; 30_000]),
-        ],
+        &[("a.txt", vec![b'a'; 30_000]), ("b.txt", vec![b'b'; 30_000])],
     )
     .await;
     assert_eq!(status, 413, "{body}");
     assert_eq!(body["code"], "batch_too_large");
-    assert!(body["detail"].as_str().is_some_and(|d| d.contains("50000 bytes")));
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("50000 bytes"))
+    );
     nothing_kept("too many bytes");
 
     // A Content-Length that cannot fit: refused before the body is read.
@@ -164,10 +177,7 @@ async fn caps_refuse_the_whole_batch_before_anything_is_kept() {
     let (status, report) = post_batch(
         &client,
         &api,
-        &[
-            ("a.txt", vec![b'a'; 20_000]),
-            ("b.txt", vec![b'b'; 20_000]),
-        ],
+        &[("a.txt", vec![b'a'; 20_000]), ("b.txt", vec![b'b'; 20_000])],
     )
     .await;
     assert_eq!(status, 200, "{report}");
@@ -209,7 +219,10 @@ async fn an_unexpected_failure_fails_each_file_generically() {
     assert_eq!(report["failed"], 3);
     for (index, name) in ["one.txt", "two.txt"].into_iter().enumerate() {
         assert_failed(&report, index, name, "ingest_failed");
-        assert_eq!(entry(&report, index)["error"]["detail"], "Document ingest failed");
+        assert_eq!(
+            entry(&report, index)["error"]["detail"],
+            "Document ingest failed"
+        );
     }
     // Refused by name before any storage is touched: the user error still shows.
     assert_failed(&report, 2, "three.zip", "archive_not_supported");

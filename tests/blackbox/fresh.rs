@@ -26,7 +26,11 @@ fn stdout_json(out: &Output) -> Value {
 fn strings(value: &Value) -> Vec<String> {
     value
         .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -162,7 +166,10 @@ async fn services_starting_together_on_a_new_database_all_come_up() {
         // Two APIs and two workers start at once on one database that does not exist yet.
         let (apis, workers) = std::thread::scope(|s| {
             let apis = [s.spawn(|| Api::start(&env)), s.spawn(|| Api::start(&env))];
-            let workers = [s.spawn(|| start_worker(&env)), s.spawn(|| start_worker(&env))];
+            let workers = [
+                s.spawn(|| start_worker(&env)),
+                s.spawn(|| start_worker(&env)),
+            ];
             (
                 apis.map(|h| h.join().expect("api")),
                 workers.map(|h| h.join().expect("worker")),
@@ -320,7 +327,10 @@ async fn shelf_delete_refuses_a_symlinked_uploads_directory() {
     let out = env.run(&["delete", &id, "--json"]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(stdout_json(&out)["code"], "invalid_import_path");
-    assert!(moved.join(&id).join("linked.txt").is_file(), "nothing removed");
+    assert!(
+        moved.join(&id).join("linked.txt").is_file(),
+        "nothing removed"
+    );
     // The row is still there: the refusal came before the delete.
     std::fs::remove_file(&uploads).expect("unlink");
     std::fs::rename(&moved, &uploads).expect("move back");

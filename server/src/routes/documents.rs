@@ -14,8 +14,8 @@ use utoipa::IntoParams;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiPath, ApiQuery, OptionalJson, page_limit, page_offset, request_too_large};
 use crate::model::{
-    BatchItemOut, BatchOut, BatchUploadForm, ContentPageOut, DeletedOut, DocumentExportOut, DocumentList, DocumentOut, PageListingOut,
-    Reprocess, RunOut, UploadForm,
+    BatchItemOut, BatchOut, BatchUploadForm, ContentPageOut, DeletedOut, DocumentExportOut,
+    DocumentList, DocumentOut, PageListingOut, Reprocess, RunOut, UploadForm,
 };
 use crate::routes::runs::start_run;
 use crate::state::AppState;
