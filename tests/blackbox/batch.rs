@@ -4,33 +4,45 @@
 //! failure of the storage reported per file as `ingest_failed`.
 
 use reqwest::StatusCode;
-use reqwest::multipart::{Form, Part};
+use reqwest::multipart::Form;
 use serde_json::Value;
 
-use crate::api::{Api, client, count_files, get_json};
+use crate::api::{Api, client, count_files, get_json, post_files};
 use crate::support::{Env, corpus};
 
 /// POSTs `files` (name, bytes) as repeated `files` parts; returns the status and JSON body.
-pub(crate) async fn post_batch(
+async fn post_batch(
     client: &reqwest::Client,
     api: &Api,
     files: &[(&str, Vec<u8>)],
 ) -> (StatusCode, Value) {
-    let mut form = Form::new();
-    for (name, bytes) in files {
-        form = form.part(
-            "files",
-            Part::bytes(bytes.clone()).file_name(name.to_string()),
-        );
+    post_files(client, api, "/documents/batch", "files", files).await
+}
+
+/// Sends only the head of a batch request declaring `length` bytes, with
+/// `Expect: 100-continue`; returns the first status line other than `100 Continue`.
+fn declared_only(api: &Api, length: u64) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let addr = api.url("").trim_start_matches("http://").to_string();
+    let mut socket = std::net::TcpStream::connect(&addr).expect("connect");
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    let head = format!(
+        "POST /documents/batch HTTP/1.1\r\nHost: {addr}\r\nContent-Type: multipart/form-data; \
+         boundary=b\r\nContent-Length: {length}\r\nExpect: 100-continue\r\n\r\n"
+    );
+    socket.write_all(head.as_bytes()).expect("write");
+    let mut reader = BufReader::new(socket);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let read = reader.read_line(&mut line).expect("an answer before the body");
+        assert!(read > 0, "the connection closed without an answer");
+        if line.starts_with("HTTP/1.1 ") && !line.starts_with("HTTP/1.1 100") {
+            return line.trim().to_string();
+        }
     }
-    let reply = client
-        .post(api.url("/documents/batch"))
-        .multipart(form)
-        .send()
-        .await
-        .expect("batch");
-    let status = reply.status();
-    (status, reply.json().await.expect("json"))
 }
 
 fn entry(report: &Value, index: usize) -> &Value {
@@ -169,6 +181,12 @@ async fn caps_refuse_the_whole_batch_before_anything_is_kept() {
     assert_eq!(status, 413, "{body}");
     assert_eq!(body["code"], "batch_too_large");
     nothing_kept("declared length");
+
+    // The declared length alone decides: with `Expect: 100-continue` and no byte of body
+    // sent, the refusal comes at once (a server that read the body first would wait).
+    let status = declared_only(&api, 200_000);
+    assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+    nothing_kept("expect 100-continue");
 
     let list = get_json(&client, &api, "/documents").await;
     assert_eq!(list["total"], 0, "no row");
