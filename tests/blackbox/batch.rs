@@ -37,7 +37,9 @@ fn declared_only(api: &Api, length: u64) -> String {
     let mut line = String::new();
     loop {
         line.clear();
-        let read = reader.read_line(&mut line).expect("an answer before the body");
+        let read = reader
+            .read_line(&mut line)
+            .expect("an answer before the body");
         assert!(read > 0, "the connection closed without an answer");
         if line.starts_with("HTTP/1.1 ") && !line.starts_with("HTTP/1.1 100") {
             return line.trim().to_string();
