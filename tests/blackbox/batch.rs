@@ -219,11 +219,7 @@ async fn caps_refuse_the_whole_batch_before_anything_is_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unexpected_failure_fails_each_file_generically() {
     let env = Env::new();
-    // A regular file where the uploads directory belongs: not the client's doing.
-    let data = env.path().join("data");
-    std::fs::create_dir_all(&data).expect("mkdir");
-    std::fs::write(data.join("uploads"), b"in the way").expect("write");
-    let api = Api::start(&env);
+    let api = crate::fresh::api_with_a_file_for_uploads(&env);
     let client = client();
     let (status, report) = post_batch(
         &client,

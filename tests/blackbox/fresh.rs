@@ -228,13 +228,19 @@ fn a_refused_public_bind_creates_no_storage() {
     assert!(!data.exists(), "the data directory was created");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unplanned_upload_failure_is_ingest_failed() {
-    let env = Env::new();
+/// An API on a data directory whose `uploads` is a regular file: a broken data directory, not
+/// anything a client did.
+pub(crate) fn api_with_a_file_for_uploads(env: &Env) -> Api {
     let data = env.path().join("data");
     std::fs::create_dir_all(&data).expect("mkdir");
     std::fs::write(data.join("uploads"), b"a file where a directory belongs").expect("write");
-    let api = Api::start(&env);
+    Api::start(env)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unplanned_upload_failure_is_ingest_failed() {
+    let env = Env::new();
+    let api = api_with_a_file_for_uploads(&env);
     let client = client();
     let (status, body) = upload(&client, &api, "note.txt", b"some text\n".to_vec()).await;
     assert_eq!(status, 400, "{body}");

@@ -1,6 +1,8 @@
-//! `shelf api`: serves the HTTP API until SIGTERM or SIGINT. Prints one line to stdout once
-//! bound (`shelf api listening on http://HOST:PORT`), which scripts and tests read for the
-//! port when `--port 0` picked one.
+//! `shelf api`: serves the HTTP API until SIGTERM or SIGINT. Binds first (the public-bind rule
+//! needs only settings, so a refused bind creates no data directory or database), then opens
+//! the storage (creating and migrating a new database), then prints one line to stdout
+//! (`shelf api listening on http://HOST:PORT`), which scripts and tests read for the port when
+//! `--port 0` picked one.
 
 use std::io::Write;
 use std::process::ExitCode;
