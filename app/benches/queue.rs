@@ -64,9 +64,7 @@ async fn raw_write_rate(shelf: &Shelf, n: usize) -> f64 {
 
 async fn scenario(documents: usize, workers: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let shelf = Shelf::open_migrating(settings(dir.path()))
-        .await
-        .expect("open");
+    let shelf = Shelf::open(settings(dir.path())).await.expect("open");
     let files = dir.path().join("files");
     std::fs::create_dir_all(&files).expect("mkdir");
 

@@ -1,9 +1,14 @@
-//! Opening Shelf's database: connection pragmas, migrations, and the check that refuses a
+//! Opening Shelf's database: connection pragmas, migrations (under the write lock, so that
+//! processes starting at once on a new database do not race), and the check that refuses a
 //! database written by a newer Shelf.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, SqliteTransactionMode,
+    Statement, TransactionOptions, TransactionTrait,
+};
 use shelf_migrations::{Migrator, MigratorTrait, known_migrations};
 
 use crate::error::AppError;
@@ -32,7 +37,7 @@ pub async fn connect(path: &Path, max_connections: u32) -> Result<DatabaseConnec
         })
 }
 
-pub async fn schema_status(db: &DatabaseConnection) -> Result<SchemaStatus, AppError> {
+pub async fn schema_status(db: &impl ConnectionTrait) -> Result<SchemaStatus, AppError> {
     let table = db
         .query_one_raw(Statement::from_string(
             DbBackend::Sqlite,
@@ -69,24 +74,72 @@ pub async fn schema_status(db: &DatabaseConnection) -> Result<SchemaStatus, AppE
     })
 }
 
-/// Applies pending migrations. Refuses a database that a newer Shelf migrated.
-pub async fn migrate(db: &DatabaseConnection) -> Result<SchemaStatus, AppError> {
-    let status = schema_status(db).await?;
-    refuse_newer(&status)?;
-    Migrator::up(db, None).await?;
-    schema_status(db).await
+/// What [`migrate`] did: the migrations this call applied (none when another process did
+/// them first), and the schema state afterwards.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Migrated {
+    pub applied_now: Vec<String>,
+    pub status: SchemaStatus,
 }
 
-/// Services refuse to start on a database that is not exactly at this binary's schema.
-pub async fn check_current(db: &DatabaseConnection) -> Result<SchemaStatus, AppError> {
+/// How long a process waits for another one's migrations (or any long write) to release the
+/// write lock; the connection's own busy timeout is shorter than a slow migration may take.
+const MIGRATION_LOCK_WAIT: Duration = Duration::from_secs(120);
+
+/// Applies pending migrations. Refuses a database that a newer Shelf migrated.
+///
+/// The migrations run in one `BEGIN IMMEDIATE` transaction: the first of several processes
+/// starting on a new database takes the write lock and migrates; the others wait for the lock,
+/// read the schema again inside it, and find nothing left to do. A failed migration leaves the
+/// database as it was.
+pub async fn migrate(db: &DatabaseConnection) -> Result<Migrated, AppError> {
     let status = schema_status(db).await?;
     refuse_newer(&status)?;
-    if !status.pending.is_empty() {
-        return Err(AppError::SchemaOutdated {
-            pending: status.pending.clone(),
+    if status.pending.is_empty() {
+        return Ok(Migrated {
+            applied_now: Vec::new(),
+            status,
         });
     }
-    Ok(status)
+    let txn = begin_immediate_waiting(db).await?;
+    // Another process may have migrated while this one waited for the lock.
+    let locked = schema_status(&txn).await?;
+    refuse_newer(&locked)?;
+    if !locked.pending.is_empty() {
+        Migrator::up(&txn, None).await?;
+    }
+    txn.commit().await?;
+    Ok(Migrated {
+        applied_now: locked.pending,
+        status: schema_status(db).await?,
+    })
+}
+
+/// `BEGIN IMMEDIATE`, retried while another connection holds the write lock.
+async fn begin_immediate_waiting(db: &DatabaseConnection) -> Result<DatabaseTransaction, AppError> {
+    let deadline = Instant::now() + MIGRATION_LOCK_WAIT;
+    loop {
+        let begun = db
+            .begin_with_options(TransactionOptions {
+                sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+                ..Default::default()
+            })
+            .await;
+        match begun {
+            Ok(txn) => return Ok(txn),
+            Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                tracing::info!("waiting for another process to release the database");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// SQLite's `SQLITE_BUSY` / `SQLITE_LOCKED`, as sqlx reports them.
+fn is_busy(e: &sea_orm::DbErr) -> bool {
+    let text = e.to_string();
+    text.contains("database is locked") || text.contains("database is busy")
 }
 
 fn refuse_newer(status: &SchemaStatus) -> Result<(), AppError> {

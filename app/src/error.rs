@@ -24,8 +24,6 @@ pub enum AppError {
     RunNotFailed { id: String, status: String },
     #[error("the database was written by a newer shelf (unknown migrations: {}); upgrade shelf", .unknown.join(", "))]
     SchemaTooNew { unknown: Vec<String> },
-    #[error("the database needs migrations ({}); run `shelf migrate`", .pending.join(", "))]
-    SchemaOutdated { pending: Vec<String> },
     #[error("storage problem: {detail}")]
     Storage { detail: String },
     #[error("run could not be submitted: {0}")]
@@ -68,7 +66,7 @@ impl AppError {
             AppError::BadRequest(_) => "bad_request",
             AppError::RunTerminal { .. } => "run_terminal",
             AppError::RunNotFailed { .. } => "run_not_failed",
-            AppError::SchemaTooNew { .. } | AppError::SchemaOutdated { .. } => "schema_mismatch",
+            AppError::SchemaTooNew { .. } => "schema_mismatch",
             AppError::Storage { .. } => "service_unavailable",
             AppError::RunSubmission(_) => "run_submission_failed",
             AppError::Internal(_) => "server_error",
@@ -87,8 +85,7 @@ impl AppError {
             | AppError::BadRequest(_)
             | AppError::RunTerminal { .. }
             | AppError::RunNotFailed { .. }
-            | AppError::SchemaTooNew { .. }
-            | AppError::SchemaOutdated { .. } => true,
+            | AppError::SchemaTooNew { .. } => true,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! [`Shelf`]; neither re-implements the other.
 
 pub mod audit;
+pub mod batch;
 pub mod db;
 pub mod documents_service;
 pub mod error;

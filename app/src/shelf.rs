@@ -67,16 +67,11 @@ pub struct Shelf {
 }
 
 impl Shelf {
-    /// Opens Shelf for a service (API or worker): the schema must already be current.
+    /// Opens Shelf for any command or service: creates the data directory and the database
+    /// when missing and applies pending migrations (under the write lock, see [`db::migrate`]),
+    /// so `shelf api`, `shelf worker` and `shelf import` work on a new data directory. A
+    /// database written by a newer Shelf is refused.
     pub async fn open(settings: Settings) -> Result<Shelf, AppError> {
-        let db = db::connect(&settings.database_path, settings.database_max_connections).await?;
-        db::check_current(&db).await?;
-        Ok(Self::assemble(settings, db))
-    }
-
-    /// Opens Shelf for a one-shot command: pending migrations are applied first, so a new
-    /// user's first `shelf import` works on an empty data directory.
-    pub async fn open_migrating(settings: Settings) -> Result<Shelf, AppError> {
         let db = db::connect(&settings.database_path, settings.database_max_connections).await?;
         db::migrate(&db).await?;
         Ok(Self::assemble(settings, db))

@@ -16,6 +16,10 @@ pub enum UploadError {
     /// More bytes than the configured cap; nothing was kept.
     #[error("Upload exceeds the limit of {max_bytes} bytes")]
     TooLarge { max_bytes: u64 },
+    /// A batch over `SHELF_API_MAX_BATCH_FILES` (`unit` "files") or
+    /// `SHELF_API_MAX_BATCH_BYTES` (`unit` "bytes"); nothing of the batch was kept.
+    #[error("Batch exceeds the limit of {max} {unit}")]
+    BatchTooLarge { max: u64, unit: &'static str },
     /// Refused by name or content (user errors), or an internal failure (which callers must
     /// report generically; see [`DocumentsError::is_user_error`]).
     #[error(transparent)]
@@ -135,7 +139,14 @@ impl UploadSink {
 
     /// Ends the upload: flushes the staged file to disk and ingests it (content-addressed; a
     /// duplicate returns the existing document and keeps nothing).
-    pub async fn finish(mut self) -> Result<Ingested, UploadError> {
+    pub async fn finish(self) -> Result<Ingested, UploadError> {
+        self.stage().await?.commit().await
+    }
+
+    /// Ends the upload without ingesting it: the bytes are durable in the staging directory
+    /// and the file is closed, so a batch can hold many of these while it reads the rest of
+    /// its request (each costs a path and a digest, no buffer and no open file).
+    pub async fn stage(mut self) -> Result<StagedUpload, UploadError> {
         // Refused before anything is staged; the store checks it again for its other callers.
         if self.size == 0 {
             return Err(DocumentsError::EmptyFile.into());
@@ -152,13 +163,35 @@ impl UploadSink {
         // The row will say the bytes exist: make them durable before it is written.
         file.sync_all().await?;
         drop(file);
-        let sha256 = hex::encode(self.hasher.finalize());
+        Ok(StagedUpload {
+            store: self.store,
+            filename: self.filename,
+            sha256: hex::encode(self.hasher.finalize()),
+            size: self.size,
+            staged: writing.staged,
+        })
+    }
+}
+
+/// A complete upload waiting in the staging directory; dropping it removes the file.
+pub struct StagedUpload {
+    store: DocumentStore,
+    filename: String,
+    sha256: String,
+    size: u64,
+    staged: StagedFile,
+}
+
+impl StagedUpload {
+    /// Ingests the staged file (content-addressed; a duplicate returns the existing document
+    /// and keeps nothing).
+    pub async fn commit(self) -> Result<Ingested, UploadError> {
         let ingested = self
             .store
-            .ingest_upload(&writing.staged.path, &self.filename, &sha256, self.size)
+            .ingest_upload(&self.staged.path, &self.filename, &self.sha256, self.size)
             .await?;
         // On success the staged file was moved away; the guard's removal finds nothing.
-        drop(writing.staged);
+        drop(self.staged);
         Ok(ingested)
     }
 }

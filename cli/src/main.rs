@@ -29,7 +29,7 @@ enum Command {
     Import(commands::import::Args),
     /// Create a run for an ingested document (POST /runs).
     Process(commands::process::Args),
-    /// Serve the HTTP API until stopped (needs `shelf migrate` first).
+    /// Serve the HTTP API until stopped (creates and migrates a new database).
     Api(commands::api::Args),
     /// Take runs from the durable queue and execute them until stopped.
     Worker(commands::worker::Args),
@@ -39,6 +39,9 @@ enum Command {
     Pages(commands::pages::Args),
     /// Full-text search over cleaned (or raw) text.
     Search(commands::search::Args),
+    /// Delete a document, its runs, texts and index rows, and the upload file it owns
+    /// (DELETE /documents/{id}, without the server).
+    Delete(commands::delete::Args),
     /// Export one document as JSON, plain text or Markdown (GET /documents/{id}/export), or
     /// with `--okf DIR` an Open Knowledge Format bundle.
     Export(commands::export::Args),
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
             Command::Runs(args) => commands::runs::run(args).await,
             Command::Pages(args) => commands::pages::run(args).await,
             Command::Search(args) => commands::search::run(args).await,
+            Command::Delete(args) => commands::delete::run(args).await,
             Command::Export(args) => commands::export::run(args).await,
             Command::Pipeline(command) => commands::pipeline::run(command).await,
             Command::Admin(command) => commands::admin::run(command).await,

@@ -17,7 +17,8 @@ pub const PAGE_IMAGES_DIR: &str = "page-images";
 pub const TRASH_DIR: &str = ".trash";
 
 /// Refuses when an existing component of `base/components...` (below `base`, which is
-/// trusted configuration) is a symlink, or an existing intermediate one is not a directory.
+/// trusted configuration) is a symlink (`InvalidPath`), or fails when an existing intermediate
+/// one is not a directory (`Io`: a broken data directory, not a refused request).
 /// Components that do not exist yet end the walk.
 pub(crate) async fn check_no_symlinks(base: &Path, components: &[&str]) -> Result<()> {
     let mut path = base.to_path_buf();
@@ -34,10 +35,13 @@ pub(crate) async fn check_no_symlinks(base: &Path, components: &[&str]) -> Resul
                     detail: format!("{shown} under the data directory is a symlink"),
                 });
             }
+            // Not the client's doing (nothing a request names puts a file there): an internal
+            // failure, which ingest callers report as `ingest_failed`.
             Ok(meta) if index + 1 < components.len() && !meta.is_dir() => {
-                return Err(DocumentsError::InvalidPath {
-                    detail: format!("{shown} under the data directory is not a directory"),
-                });
+                return Err(DocumentsError::Io(std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    format!("{shown} under the data directory is not a directory"),
+                )));
             }
             Ok(_) => {}
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -109,7 +113,7 @@ mod tests {
         std::fs::write(base.join("file"), b"x").expect("write");
         assert!(matches!(
             check_no_symlinks(base, &["file", "x"]).await,
-            Err(DocumentsError::InvalidPath { .. })
+            Err(DocumentsError::Io(e)) if e.kind() == std::io::ErrorKind::NotADirectory
         ));
     }
 }

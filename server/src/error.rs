@@ -353,9 +353,7 @@ impl From<AppError> for ApiError {
             AppError::BadRequest(_) => ErrorCode::BadRequest,
             AppError::RunTerminal { .. } => ErrorCode::RunTerminal,
             AppError::RunNotFailed { .. } => ErrorCode::RunNotFailed,
-            AppError::SchemaTooNew { .. } | AppError::SchemaOutdated { .. } => {
-                ErrorCode::SchemaMismatch
-            }
+            AppError::SchemaTooNew { .. } => ErrorCode::SchemaMismatch,
             AppError::Storage { .. } => {
                 return ApiError::new(ErrorCode::ServiceUnavailable, "Storage is not available")
                     .with_cause(detail);
@@ -373,6 +371,9 @@ impl From<UploadError> for ApiError {
     fn from(e: UploadError) -> Self {
         match e {
             UploadError::TooLarge { .. } => ApiError::new(ErrorCode::UploadTooLarge, e.to_string()),
+            UploadError::BatchTooLarge { .. } => {
+                ApiError::new(ErrorCode::BatchTooLarge, e.to_string())
+            }
             UploadError::Documents(inner) if inner.is_user_error() => inner.into(),
             // Extractor, storage and database text never reaches the client.
             UploadError::Documents(inner) => {
@@ -415,7 +416,7 @@ mod tests {
                 id: "r".into(),
                 status: "queued".into(),
             },
-            AppError::SchemaOutdated { pending: vec![] },
+            AppError::SchemaTooNew { unknown: vec![] },
             AppError::Storage { detail: "x".into() },
             AppError::RunSubmission("x".into()),
             AppError::Internal("x".into()),

@@ -24,7 +24,7 @@ use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use error::{ApiError, ErrorCode};
-pub use serve::{BindError, BoundServer, bind};
+pub use serve::{BindError, BoundServer, Listener, bind};
 pub use state::{AppState, ServerOptions};
 
 /// The whole application. The layers wrap the router itself (rather than each route), so they

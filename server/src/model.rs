@@ -15,6 +15,8 @@ use shelf_app::export::{CitedHit, CitedSearchPage};
 use shelf_app::{RunView, StageView};
 use utoipa::ToSchema;
 
+use crate::error::ErrorBody;
+
 /// A document.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct DocumentOut {
@@ -219,6 +221,39 @@ impl From<PageListing> for PageListingOut {
 pub struct UploadForm {
     #[schema(value_type = String, format = Binary)]
     pub file: Vec<u8>,
+}
+
+/// Multipart batch upload: repeated parts named `files`.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)]
+pub struct BatchUploadForm {
+    #[schema(value_type = Vec<String>, format = Binary)]
+    pub files: Vec<Vec<u8>>,
+}
+
+/// What became of one file of a batch.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BatchItemOut {
+    /// The normalized filename (as stored uploads are named), also for failed files.
+    pub filename: String,
+    /// `ingested` or `failed`.
+    pub status: String,
+    /// The stored document (`duplicate: true` when identical bytes were already stored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub document: Option<DocumentOut>,
+    /// Why the file was not ingested: the error body a single upload would have answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+/// The answer of a batch upload: one entry per `files` part, in request order.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BatchOut {
+    pub documents: Vec<BatchItemOut>,
+    /// Entries with `status: "ingested"` (duplicates included).
+    pub ingested: u64,
+    /// Entries with `status: "failed"`.
+    pub failed: u64,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -28,7 +28,7 @@ pub const BEARER_SCHEME: &str = "bearer";
                        see docs/errors.md for every code.",
     ),
     paths(
-        documents::upload, documents::list, documents::get, documents::delete,
+        documents::upload, documents::batch, documents::list, documents::get, documents::delete,
         documents::reprocess, documents::content, documents::pages, documents::export,
         okf::concept, okf::bundle,
         runs::create, runs::list, runs::get, runs::cancel, runs::retry,
@@ -40,6 +40,7 @@ pub const BEARER_SCHEME: &str = "bearer";
     components(schemas(
         ErrorBody, ErrorDetail, ValidationIssue, LocSegment,
         DocumentOut, DocumentList, DeletedOut, ContentPageOut, UploadForm,
+        BatchUploadForm, BatchItemOut, BatchOut,
         PageListingOut, PageOut, PageSummaryOut, DocumentExportOut, TranscriptCitationOut,
         RunOut, StageOut, RunList, CancelOut, CreateRun, Reprocess, RunProcessingMode,
         runs::RetryIn,

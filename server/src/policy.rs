@@ -75,6 +75,7 @@ mod tests {
             (Method::GET, "/imports/status", Access::Read),
             (Method::GET, "/configuration", Access::Read),
             (Method::POST, "/documents", Access::Write),
+            (Method::POST, "/documents/batch", Access::Write),
             (Method::DELETE, "/documents/doc_1", Access::Write),
             (Method::POST, "/runs/run_1/cancel", Access::Write),
         ];

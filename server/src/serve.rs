@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use shelf_app::Shelf;
+use shelf_app::{Settings, Shelf};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -57,17 +57,23 @@ impl BindError {
 }
 
 /// What a public bind lacks, if anything.
-pub fn public_bind_missing(shelf: &Shelf) -> Vec<&'static str> {
+pub fn public_bind_missing(settings: &Settings) -> Vec<&'static str> {
     let mut missing = Vec::new();
-    if !shelf.settings.auth_enabled() {
+    if !settings.auth_enabled() {
         missing.push(
             "an API key (SHELF_API_KEY, SHELF_API_KEYS, SHELF_API_KEY_SHA256 or SHELF_API_KEY_HASHES)",
         );
     }
-    if shelf.settings.api_import_root.is_none() {
+    if settings.api_import_root.is_none() {
         missing.push("SHELF_API_IMPORT_ROOT");
     }
     missing
+}
+
+/// A listening socket whose address passed the public-bind rule. It needs nothing of the
+/// storage, so a refused bind never creates a data directory or a database.
+pub struct Listener {
+    listener: TcpListener,
 }
 
 /// A server bound to its address, not yet serving.
@@ -77,13 +83,7 @@ pub struct BoundServer {
 }
 
 /// Resolves `host`, applies the public-bind rule, and binds. Port 0 picks a free port.
-pub async fn bind(
-    shelf: Shelf,
-    host: &str,
-    port: u16,
-    shutdown: CancellationToken,
-    options: ServerOptions,
-) -> Result<BoundServer, BindError> {
+pub async fn bind(settings: &Settings, host: &str, port: u16) -> Result<Listener, BindError> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
         .await
         .map_err(|source| BindError::Resolve {
@@ -98,7 +98,7 @@ pub async fn bind(
         });
     }
     if addrs.iter().any(|a| !a.ip().is_loopback()) {
-        let missing = public_bind_missing(&shelf);
+        let missing = public_bind_missing(settings);
         if !missing.is_empty() {
             return Err(BindError::PublicBindRefused {
                 host: host.to_string(),
@@ -113,8 +113,27 @@ pub async fn bind(
             port,
             source,
         })?;
-    let state = AppState::new(shelf, shutdown, options);
-    Ok(BoundServer { listener, state })
+    Ok(Listener { listener })
+}
+
+impl Listener {
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Attaches the opened application (its settings must be the ones the bind was checked
+    /// against). Connections that arrived meanwhile wait in the backlog.
+    pub fn serve(
+        self,
+        shelf: Shelf,
+        shutdown: CancellationToken,
+        options: ServerOptions,
+    ) -> BoundServer {
+        BoundServer {
+            listener: self.listener,
+            state: AppState::new(shelf, shutdown, options),
+        }
+    }
 }
 
 impl BoundServer {

@@ -2,10 +2,12 @@
 //! the HTTP API on a real port. One test binary for all of them.
 
 mod api;
+mod batch;
 mod cli;
 mod crash;
 mod export;
 mod formats;
+mod fresh;
 mod ocr;
 mod okf;
 mod pages;

@@ -1,6 +1,8 @@
-//! `shelf api`: serves the HTTP API until SIGTERM or SIGINT. Prints one line to stdout once
-//! bound (`shelf api listening on http://HOST:PORT`), which scripts and tests read for the
-//! port when `--port 0` picked one.
+//! `shelf api`: serves the HTTP API until SIGTERM or SIGINT. Binds first (the public-bind rule
+//! needs only settings, so a refused bind creates no data directory or database), then opens
+//! the storage (creating and migrating a new database), then prints one line to stdout
+//! (`shelf api listening on http://HOST:PORT`), which scripts and tests read for the port when
+//! `--port 0` picked one.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -28,31 +30,22 @@ pub async fn run(args: Args) -> CliResult {
     crate::logging::init(&settings, false);
     let host = args.host.unwrap_or_else(|| settings.api_host.clone());
     let port = args.port.unwrap_or(settings.api_port);
-    let shelf = Shelf::open(settings).await.map_err(|e| {
-        let mut failure = Failure::from_app(e, false);
-        failure.detail = format!(
-            "{} (the API needs a migrated database: run `shelf migrate` first)",
-            failure.detail
-        );
-        failure
-    })?;
+    // The bind rule reads only settings: a refused public bind touches no storage.
+    let listener = shelf_server::bind(&settings, &host, port)
+        .await
+        .map_err(|e| {
+            let exit = if e.is_configuration() {
+                EXIT_USAGE
+            } else {
+                EXIT_FAILED
+            };
+            Failure::new(e.to_string(), "bind_failed", exit)
+        })?;
+    let shelf = Shelf::open(settings)
+        .await
+        .map_err(|e| Failure::from_app(e, false))?;
     let shutdown = CancellationToken::new();
-    let server = shelf_server::bind(
-        shelf,
-        &host,
-        port,
-        shutdown.clone(),
-        ServerOptions::default(),
-    )
-    .await
-    .map_err(|e| {
-        let exit = if e.is_configuration() {
-            EXIT_USAGE
-        } else {
-            EXIT_FAILED
-        };
-        Failure::new(e.to_string(), "bind_failed", exit)
-    })?;
+    let server = listener.serve(shelf, shutdown.clone(), ServerOptions::default());
     let addr = server.local_addr().map_err(|e| {
         Failure::new(
             format!("cannot read the bound address: {e}"),

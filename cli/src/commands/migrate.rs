@@ -1,4 +1,5 @@
-//! `shelf migrate`: apply pending migrations (services refuse to start until this ran).
+//! `shelf migrate`: apply pending migrations (services also apply them at start; this runs them
+//! ahead of an upgrade, or reports the schema state).
 
 use std::process::ExitCode;
 
@@ -20,22 +21,21 @@ pub async fn run(args: Args) -> CliResult {
     let conn = db::connect(&settings.database_path, 2)
         .await
         .or_fail(args.json)?;
-    let before = db::schema_status(&conn).await.or_fail(args.json)?;
-    let after = db::migrate(&conn).await.or_fail(args.json)?;
+    let migrated = db::migrate(&conn).await.or_fail(args.json)?;
     if args.json {
         print_json(&serde_json::json!({
             "database": settings.database_path,
-            "applied_now": before.pending,
-            "applied_migrations": after.applied,
+            "applied_now": migrated.applied_now,
+            "applied_migrations": migrated.status.applied,
         }));
-    } else if before.pending.is_empty() {
+    } else if migrated.applied_now.is_empty() {
         println!(
             "database {} is up to date ({} migrations)",
             settings.database_path.display(),
-            after.applied.len()
+            migrated.status.applied.len()
         );
     } else {
-        for name in &before.pending {
+        for name in &migrated.applied_now {
             println!("applied {name}");
         }
         println!(

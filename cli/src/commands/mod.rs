@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod delete;
 pub mod export;
 pub mod import;
 pub mod migrate;
@@ -30,7 +31,7 @@ pub fn settings(json: bool) -> Result<Settings, Failure> {
 pub async fn open(json: bool) -> Result<Shelf, Failure> {
     let settings = settings(json)?;
     crate::logging::init(&settings, true);
-    Shelf::open_migrating(settings)
+    Shelf::open(settings)
         .await
         .map_err(|e| Failure::from_app(e, json))
 }

@@ -48,9 +48,7 @@ pub async fn run(command: Command) -> CliResult {
     crate::logging::init(&settings, true);
     settings.data_dir = scratch.path().to_path_buf();
     settings.database_path = scratch.path().join("scratch.sqlite");
-    let shelf = shelf_app::Shelf::open_migrating(settings)
-        .await
-        .or_fail(json)?;
+    let shelf = shelf_app::Shelf::open(settings).await.or_fail(json)?;
     match command {
         Command::Check { file, json } => match shelf.check_pipeline_file(&file) {
             Ok(p) => {

@@ -1,10 +1,10 @@
-//! `/documents`: streamed uploads, listing, lookup, deletion, reprocessing, content pages and
+//! `/documents`: streamed uploads (one file, or a batch), listing, lookup, deletion, reprocessing, content pages and
 //! page records.
 
 use axum::Json;
 use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
 use axum::extract::{Multipart, State};
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Deserializer};
 use shelf_app::ExportFormat;
@@ -14,14 +14,16 @@ use utoipa::IntoParams;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiPath, ApiQuery, OptionalJson, page_limit, page_offset, request_too_large};
 use crate::model::{
-    ContentPageOut, DeletedOut, DocumentExportOut, DocumentList, DocumentOut, PageListingOut,
-    Reprocess, RunOut, UploadForm,
+    BatchItemOut, BatchOut, BatchUploadForm, ContentPageOut, DeletedOut, DocumentExportOut,
+    DocumentList, DocumentOut, PageListingOut, Reprocess, RunOut, UploadForm,
 };
 use crate::routes::runs::start_run;
 use crate::state::AppState;
 
 /// The multipart part that carries the upload.
 pub const FILE_PART: &str = "file";
+/// The repeated multipart part that carries a batch's files.
+pub const FILES_PART: &str = "files";
 
 fn multipart_error(e: MultipartError) -> ApiError {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -29,6 +31,16 @@ fn multipart_error(e: MultipartError) -> ApiError {
     } else {
         ApiError::new(ErrorCode::BadRequest, "Malformed multipart body").with_cause(e.body_text())
     }
+}
+
+fn multipart_body(multipart: Result<Multipart, MultipartRejection>) -> Result<Multipart, ApiError> {
+    multipart.map_err(|e| {
+        ApiError::invalid(
+            &["body"],
+            format!("Expected a multipart/form-data body: {}", e.body_text()),
+            "value_error",
+        )
+    })
 }
 
 /// Reads and discards a part that is not the upload (the request size limit bounds it).
@@ -57,13 +69,7 @@ pub async fn upload(
     State(state): State<AppState>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<(StatusCode, Json<DocumentOut>), ApiError> {
-    let mut multipart = multipart.map_err(|e| {
-        ApiError::invalid(
-            &["body"],
-            format!("Expected a multipart/form-data body: {}", e.body_text()),
-            "value_error",
-        )
-    })?;
+    let mut multipart = multipart_body(multipart)?;
     let mut sink = None;
     while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
         if field.name() != Some(FILE_PART) {
@@ -109,6 +115,103 @@ pub async fn upload(
         "Field required",
         "missing",
     ))
+}
+
+/// Upload many documents
+///
+/// Streams every part named `files` to the staging directory like a single upload, and
+/// ingests them only once the whole request was read within `SHELF_API_MAX_BATCH_FILES` and
+/// `SHELF_API_MAX_BATCH_BYTES` (the bytes of all `files` parts); over either cap nothing is
+/// kept (413 `batch_too_large`, also at once when a `Content-Length` cannot fit the caps plus
+/// 16 KiB of multipart framing per file). Each file then succeeds or fails on its own: an
+/// archive, an unsupported or binary file, an empty one or one over `SHELF_API_MAX_UPLOAD_BYTES`
+/// is a `failed` entry with the error a single upload would have answered, and never rolls
+/// back the others. Entries keep the request's order and carry normalized filenames; a file
+/// whose bytes are already stored (also earlier in the same batch) is `ingested` with
+/// `document.duplicate: true`.
+#[utoipa::path(
+    post, path = "/documents/batch", operation_id = "upload_documents", tag = "documents",
+    request_body(content = BatchUploadForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 200, description = "One entry per `files` part, in order; `error.code` is `unsupported_file_type`, `archive_not_supported`, `empty_file`, `upload_too_large`, `invalid_import_path` or `ingest_failed` (detail `Document ingest failed`)", body = BatchOut),
+        (status = 400, description = "`bad_request` (malformed multipart)", body = ErrorBody),
+        (status = 413, description = "`batch_too_large` (nothing kept) or `request_too_large`", body = ErrorBody),
+        (status = 422, description = "`validation_error`: no `files` part, or not a multipart body", body = ErrorBody),
+    )
+)]
+pub async fn batch(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Json<BatchOut>, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let mut batch = state.shelf.begin_batch(declared)?;
+    let mut multipart = multipart_body(multipart)?;
+    // A cap error returns here and drops the batch, which removes every staged file.
+    while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
+        if field.name() != Some(FILES_PART) {
+            skip(field).await?;
+            continue;
+        }
+        batch
+            .start_file(field.file_name().unwrap_or_default())
+            .await?;
+        while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+            batch.push(&chunk).await?;
+        }
+        batch.end_file().await;
+    }
+    if batch.files() == 0 {
+        return Err(ApiError::invalid(
+            &["body", FILES_PART],
+            "Field required",
+            "missing",
+        ));
+    }
+    let mut out = BatchOut {
+        documents: Vec::new(),
+        ingested: 0,
+        failed: 0,
+    };
+    for outcome in batch.commit().await {
+        let item = match outcome.result {
+            Ok(ingested) => {
+                out.ingested += 1;
+                let mut document = DocumentOut::from(ingested.document);
+                document.duplicate = Some(ingested.duplicate);
+                BatchItemOut {
+                    filename: outcome.filename,
+                    status: "ingested".into(),
+                    document: Some(document),
+                    error: None,
+                }
+            }
+            Err(e) => {
+                out.failed += 1;
+                let error = ApiError::from(e);
+                if let Some(cause) = &error.cause {
+                    // The entry shows only the generic detail: the cause is logged here, once.
+                    tracing::error!(filename = %outcome.filename, cause = %cause, "batch_item_failed");
+                }
+                BatchItemOut {
+                    filename: outcome.filename,
+                    status: "failed".into(),
+                    document: None,
+                    error: Some(error.body()),
+                }
+            }
+        };
+        out.documents.push(item);
+    }
+    tracing::info!(
+        ingested = out.ingested,
+        failed = out.failed,
+        "documents_batch_uploaded"
+    );
+    Ok(Json(out))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -18,6 +18,7 @@ use crate::state::AppState;
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/documents", post(documents::upload).get(documents::list))
+        .route("/documents/batch", post(documents::batch))
         .route(
             "/documents/{id}",
             get(documents::get).delete(documents::delete),

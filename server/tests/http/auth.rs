@@ -10,6 +10,7 @@ use crate::common::*;
 pub const ROUTES: &[(&str, &str, &str)] = &[
     // (method, path template, access)
     ("POST", "/documents", "write"),
+    ("POST", "/documents/batch", "write"),
     ("GET", "/documents", "read"),
     ("GET", "/documents/{id}", "read"),
     ("DELETE", "/documents/{id}", "write"),

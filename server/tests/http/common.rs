@@ -79,7 +79,7 @@ impl TestApp {
             map.insert(k.into(), v.into());
         }
         let settings = Settings::from_vars(&map).expect("settings");
-        let shelf = Shelf::open_migrating(settings).await.expect("open");
+        let shelf = Shelf::open(settings).await.expect("open");
         let shutdown = CancellationToken::new();
         let state = AppState::new(
             shelf,

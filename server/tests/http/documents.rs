@@ -284,3 +284,49 @@ async fn reprocess_and_content_pages() {
         .assert_error(400, "pipeline_not_found");
     assert_eq!(unknown["detail"], "Pipeline not found: nope");
 }
+
+fn batch_call(parts: &[(&str, Option<&str>, &[u8])]) -> Call {
+    Call::new(Method::POST, "/documents/batch").raw(
+        &format!("multipart/form-data; boundary={BOUNDARY}"),
+        multipart_body(parts),
+    )
+}
+
+#[tokio::test]
+async fn batch_answers_per_file_and_caps_refuse_everything() {
+    let app = TestApp::with([("SHELF_API_MAX_BATCH_FILES", "3")]).await;
+    let reply = app
+        .call(batch_call(&[
+            ("files", Some("a/b/notes.txt"), TEXT),
+            ("comment", None, b"not a file"),
+            ("files", Some("pack.zip"), b"PK\x03\x04"),
+            ("files", Some("again.txt"), TEXT),
+        ]))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let body = reply.json();
+    assert_eq!(body["ingested"], 2);
+    assert_eq!(body["failed"], 1);
+    let items = body["documents"].as_array().expect("documents");
+    assert_eq!(items[0]["filename"], "notes.txt");
+    assert_eq!(items[0]["document"]["duplicate"], false);
+    assert_eq!(items[1]["status"], "failed");
+    assert_eq!(items[1]["error"]["code"], "archive_not_supported");
+    assert_eq!(items[2]["document"]["duplicate"], true);
+    assert_eq!(app.count("documents").await, 1);
+
+    let four: Vec<(&str, Option<&str>, &[u8])> = ["1.txt", "2.txt", "3.txt", "4.txt"]
+        .iter()
+        .map(|n| ("files", Some(*n), &b"new bytes\n"[..]))
+        .collect();
+    app.call(batch_call(&four))
+        .await
+        .assert_error(413, "batch_too_large");
+    assert_eq!(app.count("documents").await, 1);
+    let staging = app.data_dir().join("uploads/.staging");
+    assert!(files_under(&staging).is_empty(), "nothing staged is kept");
+
+    app.call(batch_call(&[("file", Some("x.txt"), TEXT)]))
+        .await
+        .assert_error(422, "validation_error");
+}
