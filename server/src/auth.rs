@@ -112,34 +112,44 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
         }
     }
 
-    if state.auth_enabled() {
-        let refused = match (&presented, scope) {
-            (None, _) => Some((
-                DenialReason::MissingCredential,
-                ApiError::new(
-                    ErrorCode::InvalidApiKey,
-                    "Missing API key: send x-api-key or Authorization: Bearer",
-                ),
-            )),
-            (Some(_), None) => Some((
-                DenialReason::InvalidCredential,
-                ApiError::new(ErrorCode::InvalidApiKey, "Invalid API key"),
-            )),
-            (Some(_), Some(Scope::Read)) if access == Access::Write => Some((
-                DenialReason::InsufficientScope,
-                ApiError::new(
-                    ErrorCode::InsufficientScope,
-                    "This API key has read scope; this request needs write scope",
-                ),
-            )),
-            (Some(_), Some(_)) => None,
-        };
-        if let Some((reason, error)) = refused {
-            state.audit.deny(denial(reason, None));
-            return error.into_response();
-        }
+    if state.auth_enabled()
+        && let Some((reason, error)) = refusal(presented.is_some(), scope, access)
+    {
+        state.audit.deny(denial(reason, None));
+        return error.into_response();
     }
     next.run(req).await
+}
+
+/// Why a request that needs `access` is refused when credentials are configured, given
+/// whether it presented one and the scope that matched; `None` lets it through.
+pub fn refusal(
+    presented: bool,
+    scope: Option<Scope>,
+    access: Access,
+) -> Option<(DenialReason, ApiError)> {
+    match (presented, scope) {
+        _ if access == Access::Open => None,
+        (false, _) => Some((
+            DenialReason::MissingCredential,
+            ApiError::new(
+                ErrorCode::InvalidApiKey,
+                "Missing API key: send x-api-key or Authorization: Bearer",
+            ),
+        )),
+        (true, None) => Some((
+            DenialReason::InvalidCredential,
+            ApiError::new(ErrorCode::InvalidApiKey, "Invalid API key"),
+        )),
+        (true, Some(Scope::Read)) if access == Access::Write => Some((
+            DenialReason::InsufficientScope,
+            ApiError::new(
+                ErrorCode::InsufficientScope,
+                "This API key has read scope; this request needs write scope",
+            ),
+        )),
+        (true, Some(_)) => None,
+    }
 }
 
 #[cfg(test)]

@@ -76,14 +76,8 @@ pub struct BoundServer {
     state: AppState,
 }
 
-/// Resolves `host`, applies the public-bind rule, and binds. Port 0 picks a free port.
-pub async fn bind(
-    shelf: Shelf,
-    host: &str,
-    port: u16,
-    shutdown: CancellationToken,
-    options: ServerOptions,
-) -> Result<BoundServer, BindError> {
+/// The addresses `host` names, at least one.
+pub async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, BindError> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
         .await
         .map_err(|source| BindError::Resolve {
@@ -97,6 +91,18 @@ pub async fn bind(
             source: std::io::Error::other("no addresses"),
         });
     }
+    Ok(addrs)
+}
+
+/// Resolves `host`, applies the public-bind rule, and binds. Port 0 picks a free port.
+pub async fn bind(
+    shelf: Shelf,
+    host: &str,
+    port: u16,
+    shutdown: CancellationToken,
+    options: ServerOptions,
+) -> Result<BoundServer, BindError> {
+    let addrs = resolve(host, port).await?;
     if addrs.iter().any(|a| !a.ip().is_loopback()) {
         let missing = public_bind_missing(&shelf);
         if !missing.is_empty() {

@@ -59,6 +59,7 @@ impl AppState {
             .map(|c| (c.digest(), c.scope()))
             .collect();
         let limiter = RateLimiter::new(shelf.settings.api_rate_limit_per_minute);
+        crate::metrics::register(&shelf.metrics);
         let audit = AuditSink::start(shelf.clone(), &tasks);
         AppState(Arc::new(Inner {
             shelf,
