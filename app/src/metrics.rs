@@ -117,6 +117,10 @@ impl Metrics {
             ),
             queue_wait,
         };
+        // Terminal statuses start at 0, so a rate over them exists before the first run ends.
+        for status in [RunStatus::Succeeded, RunStatus::Failed, RunStatus::Canceled] {
+            metrics.runs_finished.with_label_values(&[status.as_str()]);
+        }
         let wait = metrics.queue_wait.clone();
         let own: Vec<Box<dyn Collector>> = vec![
             Box::new(metrics.runs_finished.clone()),
@@ -289,8 +293,17 @@ mod tests {
             family(&json, "shelf_queue_wait_seconds_average")["samples"][0]["value"],
             1.0
         );
-        let runs = &family(&json, "shelf_runs_finished_total")["samples"][0];
-        assert_eq!(runs["labels"]["status"], "succeeded");
+        let runs = family(&json, "shelf_runs_finished_total")["samples"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let count = |status: &str| {
+            runs.iter()
+                .find(|s| s["labels"]["status"] == status)
+                .map(|s| s["value"].clone())
+        };
+        assert_eq!(count("succeeded"), Some(json!(1.0)));
+        assert_eq!(count("failed"), Some(json!(0.0)));
         let stage = &family(&json, "shelf_stage_duration_seconds")["samples"][0];
         assert_eq!(stage["labels"]["stage"], "extract");
         assert_eq!(stage["count"], 1);

@@ -36,6 +36,8 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("GET", "/version", "open"),
     ("GET", "/classifications", "read"),
     ("GET", "/config", "write"),
+    ("GET", "/metrics", "write"),
+    ("GET", "/metrics/prometheus", "write"),
     ("GET", "/openapi.json", "read"),
 ];
 
