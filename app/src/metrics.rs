@@ -256,7 +256,9 @@ fn family_json(family: &MetricFamily) -> Value {
                         "buckets": buckets,
                     })
                 }
-                MetricType::GAUGE => json!({"labels": labels, "value": metric.get_gauge().get_value()}),
+                MetricType::GAUGE => {
+                    json!({"labels": labels, "value": metric.get_gauge().get_value()})
+                }
                 _ => json!({"labels": labels, "value": metric.get_counter().get_value()}),
             }
         })
@@ -286,9 +288,18 @@ mod tests {
         metrics.stage_finished("extract", StageStatus::Succeeded, Duration::from_millis(20));
         let json = metrics.json();
         assert_eq!(family(&json, "shelf_queue_claims_total")["type"], "counter");
-        assert_eq!(family(&json, "shelf_queue_claims_total")["samples"][0]["value"], 2.0);
-        assert_eq!(family(&json, "shelf_queue_reclaims_total")["samples"][0]["value"], 1.0);
-        assert_eq!(family(&json, "shelf_queue_claim_failures_total")["samples"][0]["value"], 1.0);
+        assert_eq!(
+            family(&json, "shelf_queue_claims_total")["samples"][0]["value"],
+            2.0
+        );
+        assert_eq!(
+            family(&json, "shelf_queue_reclaims_total")["samples"][0]["value"],
+            1.0
+        );
+        assert_eq!(
+            family(&json, "shelf_queue_claim_failures_total")["samples"][0]["value"],
+            1.0
+        );
         assert_eq!(
             family(&json, "shelf_queue_wait_seconds_average")["samples"][0]["value"],
             1.0
@@ -307,18 +318,33 @@ mod tests {
         let stage = &family(&json, "shelf_stage_duration_seconds")["samples"][0];
         assert_eq!(stage["labels"]["stage"], "extract");
         assert_eq!(stage["count"], 1);
-        assert!(stage["buckets"].as_array().is_some_and(|b| b.len() == LONG_BUCKETS.len()));
+        assert!(
+            stage["buckets"]
+                .as_array()
+                .is_some_and(|b| b.len() == LONG_BUCKETS.len())
+        );
 
         let text = metrics.prometheus_text();
-        assert!(text.contains("# TYPE shelf_queue_claims_total counter"), "{text}");
-        assert!(text.contains("shelf_queue_claims_total 2\n"), "{text}");
-        assert!(text.contains("shelf_queue_wait_seconds_average 1\n"), "{text}");
         assert!(
-            text.contains("shelf_stage_duration_seconds_count{stage=\"extract\",status=\"succeeded\"} 1"),
+            text.contains("# TYPE shelf_queue_claims_total counter"),
+            "{text}"
+        );
+        assert!(text.contains("shelf_queue_claims_total 2\n"), "{text}");
+        assert!(
+            text.contains("shelf_queue_wait_seconds_average 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "shelf_stage_duration_seconds_count{stage=\"extract\",status=\"succeeded\"} 1"
+            ),
             "{text}"
         );
         // Every family of the JSON is in the text, and no other.
-        let json_names: Vec<&String> = json["metrics"].as_object().map(|m| m.keys().collect()).unwrap_or_default();
+        let json_names: Vec<&String> = json["metrics"]
+            .as_object()
+            .map(|m| m.keys().collect())
+            .unwrap_or_default();
         let text_names: Vec<&str> = text
             .lines()
             .filter_map(|l| l.strip_prefix("# TYPE "))

@@ -7,6 +7,7 @@ use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
+use shelf_app::Settings;
 use shelf_app::audit::{DenialEvent, DenialReason, MAX_PATH_CHARS};
 use shelf_app::settings::Scope;
 use subtle::{Choice, ConstantTimeEq};
@@ -31,6 +32,18 @@ pub fn presented_credential(headers: &HeaderMap) -> Option<Vec<u8>> {
         _ => &[],
     };
     Some(token.to_vec())
+}
+
+/// Each configured credential as its SHA-256 digest, with its scope.
+pub type Credentials = Vec<([u8; 32], Scope)>;
+
+/// Hashes the configured credentials once, for [`match_credential`].
+pub fn credential_digests(settings: &Settings) -> Credentials {
+    settings
+        .api_credentials
+        .iter()
+        .map(|c| (c.digest(), c.scope()))
+        .collect()
 }
 
 /// The highest scope among configured digests equal to the key's digest. Every digest is

@@ -18,11 +18,12 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use serde_json::Value;
 use shelf_app::Shelf;
 use shelf_app::metrics::{Metrics, PROMETHEUS_CONTENT_TYPE};
-use shelf_app::settings::Scope;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{match_credential, presented_credential, refusal};
+use crate::auth::{
+    Credentials, credential_digests, match_credential, presented_credential, refusal,
+};
 use crate::policy::Access;
 use crate::serve::{BindError, resolve};
 use crate::state::AppState;
@@ -36,7 +37,8 @@ struct HttpMetrics {
     duration: HistogramVec,
 }
 
-static HTTP: LazyLock<HttpMetrics> = LazyLock::new(|| HttpMetrics {
+static HTTP: LazyLock<HttpMetrics> = LazyLock::new(|| {
+    HttpMetrics {
     requests: IntCounterVec::new(
         Opts::new(
             "shelf_http_requests_total",
@@ -53,6 +55,7 @@ static HTTP: LazyLock<HttpMetrics> = LazyLock::new(|| HttpMetrics {
         &["route", "method"],
     )
     .expect("valid metric"),
+}
 });
 
 /// Adds the request counters to the process's registry. They are process-wide: a second API on
@@ -180,14 +183,7 @@ pub async fn bind_worker_metrics(
             port,
             source,
         })?;
-    let credentials: Arc<Vec<([u8; 32], Scope)>> = Arc::new(
-        shelf
-            .settings
-            .api_credentials
-            .iter()
-            .map(|c| (c.digest(), c.scope()))
-            .collect(),
-    );
+    let credentials = Arc::new(credential_digests(&shelf.settings));
     let router = Router::new()
         .route("/metrics", get(json))
         .route("/metrics/prometheus", get(prometheus))
@@ -213,7 +209,7 @@ impl WorkerMetrics {
 }
 
 async fn require_write_key(
-    State(credentials): State<Arc<Vec<([u8; 32], Scope)>>>,
+    State(credentials): State<Arc<Credentials>>,
     req: Request,
     next: Next,
 ) -> Response {

@@ -147,8 +147,20 @@ async fn the_api_counts_requests_runs_conversions_and_tokens() {
 
     // Write scope: a read key is refused, no key is unauthenticated.
     for path in ["/metrics", "/metrics/prometheus"] {
-        denied(&reader, &api.url(path), StatusCode::FORBIDDEN, "insufficient_scope").await;
-        denied(&client(), &api.url(path), StatusCode::UNAUTHORIZED, "invalid_api_key").await;
+        denied(
+            &reader,
+            &api.url(path),
+            StatusCode::FORBIDDEN,
+            "insufficient_scope",
+        )
+        .await;
+        denied(
+            &client(),
+            &api.url(path),
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+        )
+        .await;
     }
 
     let text = std::fs::read(corpus("text/crazyones.txt")).expect("corpus file");
@@ -180,7 +192,10 @@ async fn the_api_counts_requests_runs_conversions_and_tokens() {
     let m = get_json(&writer, &api, "/metrics").await;
     // Requests, by the route's template and never the raw path.
     let by_id = json!({"route": "/documents/{id}", "method": "GET", "status": "200"});
-    assert!(value(&m, "shelf_http_requests_total", by_id) >= 2.0, "{m:#}");
+    assert!(
+        value(&m, "shelf_http_requests_total", by_id) >= 2.0,
+        "{m:#}"
+    );
     let uploads = json!({"route": "/documents", "method": "POST", "status": "201"});
     assert_eq!(value(&m, "shelf_http_requests_total", uploads), 2.0);
     let refused = json!({"route": "unmatched", "method": "GET", "status": "403"});
@@ -190,7 +205,10 @@ async fn the_api_counts_requests_runs_conversions_and_tokens() {
     for sample in samples(&m, "shelf_http_requests_total", &json!({})) {
         let route = sample["labels"]["route"].as_str().unwrap_or_default();
         assert!(route == "unmatched" || route.starts_with('/'), "{route}");
-        assert!(!route.contains("doc_") && !route.contains("run_"), "{route}");
+        assert!(
+            !route.contains("doc_") && !route.contains("run_"),
+            "{route}"
+        );
     }
     // Runs, stages and the queue: both runs were claimed and ended in this process.
     let finished = |status: &str| value(&m, "shelf_runs_finished_total", json!({"status": status}));
@@ -198,7 +216,10 @@ async fn the_api_counts_requests_runs_conversions_and_tokens() {
     assert_eq!(finished("canceled"), 0.0);
     let claims = value(&m, "shelf_queue_claims_total", json!({}));
     assert!(claims >= 2.0, "{claims}");
-    assert_eq!(count(&m, "shelf_queue_wait_seconds", json!({})) as f64, claims);
+    assert_eq!(
+        count(&m, "shelf_queue_wait_seconds", json!({})) as f64,
+        claims
+    );
     assert!(value(&m, "shelf_queue_wait_seconds_average", json!({})) >= 0.0);
     let extract = |status: &str| {
         count(
@@ -208,13 +229,27 @@ async fn the_api_counts_requests_runs_conversions_and_tokens() {
         )
     };
     assert_eq!((extract("succeeded"), extract("failed")), (1, 1));
-    assert!(count(&m, "shelf_stage_duration_seconds", json!({"stage": "clean"})) >= 1);
+    assert!(
+        count(
+            &m,
+            "shelf_stage_duration_seconds",
+            json!({"stage": "clean"})
+        ) >= 1
+    );
     // The conversion failure, by its code.
     let failures = json!({"code": "malformed_document"});
     assert_eq!(value(&m, "shelf_conversion_failures_total", failures), 1.0);
     // Tokens the mock reported, and their cost at the configured prices.
-    let prompt = value(&m, "shelf_llm_prompt_tokens_total", json!({"provider": "mock"}));
-    let completion = value(&m, "shelf_llm_completion_tokens_total", json!({"provider": "mock"}));
+    let prompt = value(
+        &m,
+        "shelf_llm_prompt_tokens_total",
+        json!({"provider": "mock"}),
+    );
+    let completion = value(
+        &m,
+        "shelf_llm_completion_tokens_total",
+        json!({"provider": "mock"}),
+    );
     assert!(prompt > 0.0 && completion > 0.0, "{prompt} {completion}");
     assert!(value(&m, "shelf_llm_requests_total", json!({"provider": "mock"})) >= 3.0);
     let cost = value(&m, "shelf_llm_estimated_cost_usd", json!({}));
@@ -254,8 +289,20 @@ async fn a_worker_serves_its_own_metrics() {
     assert!(base.starts_with("http://127.0.0.1:"), "{base}");
     let writer = keyed_client("wk-write");
     let url = |path: &str| format!("{base}{path}");
-    denied(&keyed_client("wk-read"), &url("/metrics"), StatusCode::FORBIDDEN, "insufficient_scope").await;
-    denied(&client(), &url("/metrics/prometheus"), StatusCode::UNAUTHORIZED, "invalid_api_key").await;
+    denied(
+        &keyed_client("wk-read"),
+        &url("/metrics"),
+        StatusCode::FORBIDDEN,
+        "insufficient_scope",
+    )
+    .await;
+    denied(
+        &client(),
+        &url("/metrics/prometheus"),
+        StatusCode::UNAUTHORIZED,
+        "invalid_api_key",
+    )
+    .await;
 
     let metrics = || async {
         writer
@@ -270,12 +317,18 @@ async fn a_worker_serves_its_own_metrics() {
     let deadline = Instant::now() + Duration::from_secs(180);
     let m = loop {
         let m = metrics().await;
-        let ended = value(&m, "shelf_runs_finished_total", json!({"status": "succeeded"}))
-            + value(&m, "shelf_runs_finished_total", json!({"status": "failed"}));
+        let ended = value(
+            &m,
+            "shelf_runs_finished_total",
+            json!({"status": "succeeded"}),
+        ) + value(&m, "shelf_runs_finished_total", json!({"status": "failed"}));
         if ended >= 2.0 {
             break m;
         }
-        assert!(Instant::now() < deadline, "the worker never ended both runs: {m:#}");
+        assert!(
+            Instant::now() < deadline,
+            "the worker never ended both runs: {m:#}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let finished = |status: &str| value(&m, "shelf_runs_finished_total", json!({"status": status}));
@@ -285,13 +338,26 @@ async fn a_worker_serves_its_own_metrics() {
     assert_eq!(count(&m, "shelf_queue_wait_seconds", json!({})), 2);
     let failures = json!({"code": "malformed_document"});
     assert_eq!(value(&m, "shelf_conversion_failures_total", failures), 1.0);
-    assert!(value(&m, "shelf_llm_prompt_tokens_total", json!({"provider": "mock"})) > 0.0);
+    assert!(
+        value(
+            &m,
+            "shelf_llm_prompt_tokens_total",
+            json!({"provider": "mock"})
+        ) > 0.0
+    );
     assert_eq!(
-        count(&m, "shelf_stage_duration_seconds", json!({"stage": "extract"})),
+        count(
+            &m,
+            "shelf_stage_duration_seconds",
+            json!({"stage": "extract"})
+        ),
         2
     );
     // A worker serves no API: it has no request counters.
-    assert!(m["metrics"].get("shelf_http_requests_total").is_none(), "{m:#}");
+    assert!(
+        m["metrics"].get("shelf_http_requests_total").is_none(),
+        "{m:#}"
+    );
 
     let text = exposition(&writer, &url("/metrics/prometheus")).await;
     same_families(&metrics().await, &text);
@@ -304,7 +370,10 @@ async fn a_worker_serves_its_own_metrics() {
         .map(|r| r.iter().filter_map(|r| r["status"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(statuses.len(), 2, "{runs:#}");
-    assert!(statuses.contains(&"succeeded") && statuses.contains(&"failed"), "{runs:#}");
+    assert!(
+        statuses.contains(&"succeeded") && statuses.contains(&"failed"),
+        "{runs:#}"
+    );
     let stopped = worker.terminate(Duration::from_secs(30));
     assert!(stopped.is_some_and(|s| s.success()), "{stopped:?}");
 }

@@ -39,7 +39,9 @@ pub async fn run(args: Args) -> CliResult {
         .map_err(|e| Failure::from_app(e, false))?;
     let shutdown = CancellationToken::new();
     let metrics_server = match args.metrics_port {
-        Some(port) => Some(serve_metrics(&shelf, &args.metrics_host, port, shutdown.clone()).await?),
+        Some(port) => {
+            Some(serve_metrics(&shelf, &args.metrics_host, port, shutdown.clone()).await?)
+        }
         None => None,
     };
     crate::signals::stop_on_signal(shutdown.clone());

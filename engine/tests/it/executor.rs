@@ -454,8 +454,16 @@ async fn hooks_observe_claims_with_their_queue_wait_and_terminal_runs() {
     // The run has been due at least this long when it is claimed.
     tokio::time::sleep(Duration::from_millis(50)).await;
     let claim = e.claim("w", None).await.unwrap().expect("claim");
-    assert!(claim.queue_wait >= Duration::from_millis(50), "{:?}", claim.queue_wait);
-    assert!(claim.queue_wait < Duration::from_secs(3600), "{:?}", claim.queue_wait);
+    assert!(
+        claim.queue_wait >= Duration::from_millis(50),
+        "{:?}",
+        claim.queue_wait
+    );
+    assert!(
+        claim.queue_wait < Duration::from_secs(3600),
+        "{:?}",
+        claim.queue_wait
+    );
     let outcome = e.execute(claim, CancellationToken::new()).await.unwrap();
     assert_eq!(outcome, ClaimOutcome::Finished(RunStatus::Succeeded));
     let queued = e.submit("t", &p, json!({})).await.unwrap();
@@ -469,5 +477,8 @@ async fn hooks_observe_claims_with_their_queue_wait_and_terminal_runs() {
             "finished canceled",
         ]
     );
-    assert_eq!(e.store().get_run(&run.id).await.unwrap().unwrap().status, RunStatus::Succeeded);
+    assert_eq!(
+        e.store().get_run(&run.id).await.unwrap().unwrap().status,
+        RunStatus::Succeeded
+    );
 }
