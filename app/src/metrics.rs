@@ -288,22 +288,18 @@ mod tests {
         metrics.stage_finished("extract", StageStatus::Succeeded, Duration::from_millis(20));
         let json = metrics.json();
         assert_eq!(family(&json, "shelf_queue_claims_total")["type"], "counter");
-        assert_eq!(
-            family(&json, "shelf_queue_claims_total")["samples"][0]["value"],
-            2.0
-        );
-        assert_eq!(
-            family(&json, "shelf_queue_reclaims_total")["samples"][0]["value"],
-            1.0
-        );
-        assert_eq!(
-            family(&json, "shelf_queue_claim_failures_total")["samples"][0]["value"],
-            1.0
-        );
-        assert_eq!(
-            family(&json, "shelf_queue_wait_seconds_average")["samples"][0]["value"],
-            1.0
-        );
+        for (name, expected) in [
+            ("shelf_queue_claims_total", 2.0),
+            ("shelf_queue_reclaims_total", 1.0),
+            ("shelf_queue_claim_failures_total", 1.0),
+            ("shelf_queue_wait_seconds_average", 1.0),
+        ] {
+            assert_eq!(
+                family(&json, name)["samples"][0]["value"],
+                expected,
+                "{name}"
+            );
+        }
         let runs = family(&json, "shelf_runs_finished_total")["samples"]
             .as_array()
             .cloned()

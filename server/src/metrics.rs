@@ -25,7 +25,7 @@ use crate::auth::{
     Credentials, credential_digests, match_credential, presented_credential, refusal,
 };
 use crate::policy::Access;
-use crate::serve::{BindError, resolve};
+use crate::serve::{BindError, NEEDS_A_KEY, listen};
 use crate::state::AppState;
 
 /// The route label of requests no route answered: refused before routing (authentication,
@@ -167,22 +167,13 @@ pub async fn bind_worker_metrics(
     host: &str,
     port: u16,
 ) -> Result<WorkerMetrics, BindError> {
-    let addrs = resolve(host, port).await?;
-    if addrs.iter().any(|a| !a.ip().is_loopback()) && !shelf.settings.auth_enabled() {
-        return Err(BindError::PublicBindRefused {
-            host: host.to_string(),
-            missing: vec![
-                "an API key (SHELF_API_KEY, SHELF_API_KEYS, SHELF_API_KEY_SHA256 or SHELF_API_KEY_HASHES)",
-            ],
-        });
-    }
-    let listener = TcpListener::bind(&addrs[..])
-        .await
-        .map_err(|source| BindError::Listen {
-            host: host.to_string(),
-            port,
-            source,
-        })?;
+    // Only the key is needed: a worker's metrics serve no imports.
+    let public_missing = if shelf.settings.auth_enabled() {
+        Vec::new()
+    } else {
+        vec![NEEDS_A_KEY]
+    };
+    let listener = listen(host, port, public_missing).await?;
     let credentials = Arc::new(credential_digests(&shelf.settings));
     let router = Router::new()
         .route("/metrics", get(json))

@@ -56,13 +56,15 @@ impl BindError {
     }
 }
 
-/// What a public bind lacks, if anything.
+/// What a public bind lacks without credentials.
+pub const NEEDS_A_KEY: &str =
+    "an API key (SHELF_API_KEY, SHELF_API_KEYS, SHELF_API_KEY_SHA256 or SHELF_API_KEY_HASHES)";
+
+/// What a public bind of the API lacks, if anything.
 pub fn public_bind_missing(shelf: &Shelf) -> Vec<&'static str> {
     let mut missing = Vec::new();
     if !shelf.settings.auth_enabled() {
-        missing.push(
-            "an API key (SHELF_API_KEY, SHELF_API_KEYS, SHELF_API_KEY_SHA256 or SHELF_API_KEY_HASHES)",
-        );
+        missing.push(NEEDS_A_KEY);
     }
     if shelf.settings.api_import_root.is_none() {
         missing.push("SHELF_API_IMPORT_ROOT");
@@ -94,6 +96,29 @@ pub async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, BindError
     Ok(addrs)
 }
 
+/// Resolves `host` and binds, unless the address is not loopback and `public_missing` names
+/// what a public bind lacks.
+pub async fn listen(
+    host: &str,
+    port: u16,
+    public_missing: Vec<&'static str>,
+) -> Result<TcpListener, BindError> {
+    let addrs = resolve(host, port).await?;
+    if addrs.iter().any(|a| !a.ip().is_loopback()) && !public_missing.is_empty() {
+        return Err(BindError::PublicBindRefused {
+            host: host.to_string(),
+            missing: public_missing,
+        });
+    }
+    TcpListener::bind(&addrs[..])
+        .await
+        .map_err(|source| BindError::Listen {
+            host: host.to_string(),
+            port,
+            source,
+        })
+}
+
 /// Resolves `host`, applies the public-bind rule, and binds. Port 0 picks a free port.
 pub async fn bind(
     shelf: Shelf,
@@ -102,23 +127,7 @@ pub async fn bind(
     shutdown: CancellationToken,
     options: ServerOptions,
 ) -> Result<BoundServer, BindError> {
-    let addrs = resolve(host, port).await?;
-    if addrs.iter().any(|a| !a.ip().is_loopback()) {
-        let missing = public_bind_missing(&shelf);
-        if !missing.is_empty() {
-            return Err(BindError::PublicBindRefused {
-                host: host.to_string(),
-                missing,
-            });
-        }
-    }
-    let listener = TcpListener::bind(&addrs[..])
-        .await
-        .map_err(|source| BindError::Listen {
-            host: host.to_string(),
-            port,
-            source,
-        })?;
+    let listener = listen(host, port, public_bind_missing(&shelf)).await?;
     let state = AppState::new(shelf, shutdown, options);
     Ok(BoundServer { listener, state })
 }

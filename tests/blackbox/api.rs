@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{Env, Running, announced, corpus, wait_for};
+use crate::support::{Env, Running, announced, corpus, pipe_through, wait_for};
 
 /// A running `shelf api` and its address.
 pub(crate) struct Api {
@@ -287,19 +287,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
 
 fn sha256_hex(text: &str) -> String {
     // The tests crate has no hash dependency: ask the system (coreutils).
-    let mut child = std::process::Command::new("sha256sum")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("sha256sum");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("sha256sum");
+    let out = pipe_through("sha256sum", &[], text.as_bytes(), "coreutils");
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
         .next()

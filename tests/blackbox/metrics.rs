@@ -3,8 +3,6 @@
 //! and their cost) and of a real `shelf worker --metrics-port`, their scopes, the Prometheus
 //! exposition checked by `promtool`, and `/version` against `shelf --version`.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -12,7 +10,7 @@ use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 
 use crate::api::{Api, client, get_json, migrated, run_to_the_end_with, upload};
-use crate::support::{Env, announced, corpus};
+use crate::support::{Env, announced, corpus, pipe_through};
 
 /// Not a PDF past its signature: the extractor fails with `malformed_document`.
 const BROKEN_PDF: &[u8] = b"%PDF-1.4\nthis is no pdf at all\n%%EOF\n";
@@ -58,20 +56,12 @@ fn count(metrics: &Value, name: &str, labels: Value) -> u64 {
 
 /// `promtool check metrics` on an exposition; panics with its findings.
 fn promtool_accepts(text: &str) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool is needed (Debian package prometheus; scripts/install-system-packages)");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("promtool");
+    let out = pipe_through(
+        "promtool",
+        &["check", "metrics"],
+        text.as_bytes(),
+        "Debian package prometheus; scripts/install-system-packages",
+    );
     assert!(
         out.status.success(),
         "promtool refused the exposition:\n{}{}\n{text}",

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
@@ -203,6 +203,25 @@ pub fn announced(process: &mut Running, prefix: &str) -> (String, Arc<Mutex<Stri
         })
         .to_string();
     (base, log)
+}
+
+/// Runs a system tool with `input` on its stdin; its output. Panics naming `needs` (where to
+/// get the tool) when it cannot be started.
+pub fn pipe_through(program: &str, args: &[&str], input: &[u8], needs: &str) -> Output {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program} is needed ({needs}): {e}"));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write");
+    child.wait_with_output().expect(program)
 }
 
 /// Polls `check` until it returns Some, or panics after `timeout`.

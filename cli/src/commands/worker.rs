@@ -3,14 +3,13 @@
 //! (`/metrics`, `/metrics/prometheus`) and prints one line to stdout once bound
 //! (`shelf worker metrics listening on http://HOST:PORT`), which tests read when port 0 picked one.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use shelf_app::Shelf;
 use tokio_util::sync::CancellationToken;
 
 use crate::CliResult;
-use crate::output::{EXIT_FAILED, EXIT_USAGE, Failure};
+use crate::output::Failure;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -61,26 +60,8 @@ async fn serve_metrics(
 ) -> Result<tokio::task::JoinHandle<()>, Failure> {
     let server = shelf_server::metrics::bind_worker_metrics(shelf, host, port)
         .await
-        .map_err(|e| {
-            let exit = if e.is_configuration() {
-                EXIT_USAGE
-            } else {
-                EXIT_FAILED
-            };
-            Failure::new(e.to_string(), "bind_failed", exit)
-        })?;
-    let addr = server.local_addr().map_err(|e| {
-        Failure::new(
-            format!("cannot read the bound address: {e}"),
-            "bind_failed",
-            EXIT_FAILED,
-        )
-    })?;
-    tracing::info!(%addr, "worker metrics listening");
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "shelf worker metrics listening on http://{addr}");
-    let _ = stdout.flush();
-    drop(stdout);
+        .map_err(super::bind_failure)?;
+    super::announce("shelf worker metrics", server.local_addr())?;
     Ok(tokio::spawn(async move {
         if let Err(error) = server.serve(shutdown).await {
             tracing::error!(%error, "the metrics listener failed");
