@@ -412,3 +412,13 @@ async fn version_says_the_same_over_http_and_on_the_command_line() {
         .unwrap_or_default();
     assert_eq!(version["schema_version"], newest);
 }
+
+#[test]
+fn a_public_worker_metrics_listener_needs_a_key() {
+    let env = migrated(Env::new());
+    let out = env.run(&["worker", "--metrics-port", "0", "--metrics-host", "0.0.0.0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("an API key"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
