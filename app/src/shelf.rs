@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::db;
 use crate::error::AppError;
 use crate::hooks::DocumentHooks;
+use crate::metrics::{Metrics, TokenPrices};
 use crate::pipelines;
 use crate::runs::RunView;
 use crate::settings::Settings;
@@ -64,6 +65,8 @@ pub struct Shelf {
     pub db: DatabaseConnection,
     pub documents: DocumentStore,
     pub engine: Engine,
+    /// This process's metrics (`/metrics`, a worker's `--metrics-port`).
+    pub metrics: Arc<Metrics>,
 }
 
 impl Shelf {
@@ -124,10 +127,13 @@ impl Shelf {
             heartbeat: Duration::from_millis(settings.worker_heartbeat_ms),
             max_reclaims: settings.worker_max_reclaims,
         };
+        let metrics = Metrics::new(TokenPrices::from_settings(&settings));
         let engine = Engine::new(
             RunStore::new(db.clone(), config.lease),
             shelf_stages::registry(&deps),
-            Arc::new(DocumentHooks),
+            Arc::new(DocumentHooks {
+                metrics: metrics.clone(),
+            }),
             config,
         );
         Shelf {
@@ -135,6 +141,7 @@ impl Shelf {
             db,
             documents,
             engine,
+            metrics,
         }
     }
 

@@ -9,12 +9,12 @@ mod signals;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Subcommand};
 
 use crate::output::Failure;
 
 /// Shelf: ingest documents, clean and classify them through pipelines, search them.
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(name = "shelf", version, about, long_about = None, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
@@ -53,8 +53,23 @@ enum Command {
     Admin(commands::admin::Command),
 }
 
+/// `shelf --version`: the fields of `GET /version` on one line, `key=value` after the version.
+fn version_line() -> String {
+    let v = shelf_server::routes::service::version_info();
+    format!(
+        "{} git_sha={} schema_version={} okf_version={}",
+        v.version, v.git_sha, v.schema_version, v.okf_version
+    )
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // clap takes a `&'static str` here; the one line lives as long as the process anyway.
+    let version: &'static str = Box::leak(version_line().into_boxed_str());
+    let matches = Cli::command().version(version).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -41,6 +41,16 @@ pub trait RunHooks: Send + Sync + 'static {
         _duration: Duration,
     ) {
     }
+
+    /// Called after a claim of a run commits (metrics): whether it was a reclaim and how long
+    /// the run waited are in the claim.
+    fn claimed(&self, _claim: &Claim) {}
+
+    /// Called when claiming from the queue failed (the database refused or was busy).
+    fn claim_failed(&self, _error: &EngineError) {}
+
+    /// Called after a run's move to a terminal state commits.
+    fn run_finished(&self, _run_id: &str, _status: RunStatus) {}
 }
 
 pub struct NoHooks;
@@ -178,11 +188,16 @@ impl Engine {
 
     pub async fn cancel(&self, run_id: &str) -> Result<CancelOutcome, EngineError> {
         let hooks = self.hooks.clone();
-        self.store
+        let outcome = self
+            .store
             .cancel(run_id, move |subject| {
                 hooks.on_status(subject, RunStatus::Canceled)
             })
-            .await
+            .await?;
+        if outcome == CancelOutcome::Canceled {
+            self.hooks.run_finished(run_id, RunStatus::Canceled);
+        }
+        Ok(outcome)
     }
 
     /// Claims the next due run for `worker`, if any.
@@ -192,11 +207,18 @@ impl Engine {
         only: Option<&str>,
     ) -> Result<Option<Claim>, EngineError> {
         let hooks = self.hooks.clone();
-        self.store
+        let claimed = self
+            .store
             .claim(worker, only, move |subject| {
                 hooks.on_status(subject, RunStatus::Running)
             })
-            .await
+            .await;
+        match &claimed {
+            Ok(Some(claim)) => self.hooks.claimed(claim),
+            Ok(None) => {}
+            Err(error) => self.hooks.claim_failed(error),
+        }
+        claimed
     }
 
     /// Runs one run to a terminal state in this process, with the same engine a worker uses:
@@ -686,6 +708,7 @@ impl Engine {
                 events: vec![("run".into(), kind, message)],
             })
             .await?;
+        self.hooks.run_finished(&run.id, status);
         Ok(ClaimOutcome::Finished(status))
     }
 }

@@ -19,5 +19,5 @@ pub use pipeline::{CompiledPipeline, PipelineError, PipelineSource, RetryPolicy}
 pub use registry::Registry;
 pub use stage::{Stage, StageContext, StageError, StageInputs};
 pub use state::{RunStatus, StageStatus};
-pub use store::{EventRecord, NewRun, RunRecord, RunStore, StageRecord};
+pub use store::{Claim, EventRecord, NewRun, RunRecord, RunStore, StageRecord};
 pub use worker::{Worker, WorkerConfig};

@@ -87,6 +87,9 @@ pub struct Claim {
     pub run: RunRecord,
     pub token: i64,
     pub reclaimed: bool,
+    /// How long the run waited for this claim: the claim time minus the time it became due
+    /// (queued, retry due, or lease expired).
+    pub queue_wait: Duration,
 }
 
 /// What `cancel` did: a queued (or abandoned) run is canceled at once, a running one is flagged
@@ -383,24 +386,34 @@ impl RunStore {
             Some(id) => ("AND id = ?", vec![id.into()]),
             None => ("", vec![]),
         };
-        let sql = format!(
-            "UPDATE runs SET \
+        // The due time is read before the update moves it to the lease's end: the claim's
+        // queue wait is measured from it. The IMMEDIATE transaction holds the write lock, so
+        // no other worker can claim the row in between.
+        let pick = format!(
+            "SELECT id, due_at FROM runs WHERE status IN ('queued', 'running') AND due_at <= ? {filter} \
+             ORDER BY due_at LIMIT 1"
+        );
+        let mut pick_values: Vec<SqlValue> = vec![now.into()];
+        pick_values.append(&mut values);
+        let Some(picked) = txn.query_one_raw(stmt(&pick, pick_values)).await? else {
+            txn.rollback().await?;
+            return Ok(None);
+        };
+        let id: String = get(&picked, "id")?;
+        let due_at: i64 = get(&picked, "due_at")?;
+        let sql = "UPDATE runs SET \
                last_claim_reclaimed = (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
                reclaims = reclaims + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
                status = 'running', lease_owner = ?, lease_token = lease_token + 1, due_at = ?, \
                claims = claims + 1, started_at = COALESCE(started_at, ?) \
-             WHERE id = (SELECT id FROM runs WHERE status IN ('queued', 'running') AND due_at <= ? {filter} \
-                         ORDER BY due_at LIMIT 1) \
-             RETURNING *"
-        );
-        let mut all: Vec<SqlValue> = vec![
+             WHERE id = ? RETURNING *";
+        let all: Vec<SqlValue> = vec![
             worker.into(),
             (now + self.lease_ms()).into(),
             now_rfc3339().into(),
-            now.into(),
+            id.into(),
         ];
-        all.append(&mut values);
-        let Some(row) = txn.query_one_raw(stmt(&sql, all)).await? else {
+        let Some(row) = txn.query_one_raw(stmt(sql, all)).await? else {
             txn.rollback().await?;
             return Ok(None);
         };
@@ -427,6 +440,7 @@ impl RunStore {
         Ok(Some(Claim {
             token: run.lease_token,
             reclaimed,
+            queue_wait: Duration::from_millis(u64::try_from(now - due_at).unwrap_or(0)),
             run,
         }))
     }

@@ -7,6 +7,7 @@ use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
+use shelf_app::Settings;
 use shelf_app::audit::{DenialEvent, DenialReason, MAX_PATH_CHARS};
 use shelf_app::settings::Scope;
 use subtle::{Choice, ConstantTimeEq};
@@ -31,6 +32,18 @@ pub fn presented_credential(headers: &HeaderMap) -> Option<Vec<u8>> {
         _ => &[],
     };
     Some(token.to_vec())
+}
+
+/// Each configured credential as its SHA-256 digest, with its scope.
+pub type Credentials = Vec<([u8; 32], Scope)>;
+
+/// Hashes the configured credentials once, for [`match_credential`].
+pub fn credential_digests(settings: &Settings) -> Credentials {
+    settings
+        .api_credentials
+        .iter()
+        .map(|c| (c.digest(), c.scope()))
+        .collect()
 }
 
 /// The highest scope among configured digests equal to the key's digest. Every digest is
@@ -112,34 +125,44 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
         }
     }
 
-    if state.auth_enabled() {
-        let refused = match (&presented, scope) {
-            (None, _) => Some((
-                DenialReason::MissingCredential,
-                ApiError::new(
-                    ErrorCode::InvalidApiKey,
-                    "Missing API key: send x-api-key or Authorization: Bearer",
-                ),
-            )),
-            (Some(_), None) => Some((
-                DenialReason::InvalidCredential,
-                ApiError::new(ErrorCode::InvalidApiKey, "Invalid API key"),
-            )),
-            (Some(_), Some(Scope::Read)) if access == Access::Write => Some((
-                DenialReason::InsufficientScope,
-                ApiError::new(
-                    ErrorCode::InsufficientScope,
-                    "This API key has read scope; this request needs write scope",
-                ),
-            )),
-            (Some(_), Some(_)) => None,
-        };
-        if let Some((reason, error)) = refused {
-            state.audit.deny(denial(reason, None));
-            return error.into_response();
-        }
+    if state.auth_enabled()
+        && let Some((reason, error)) = refusal(presented.is_some(), scope, access)
+    {
+        state.audit.deny(denial(reason, None));
+        return error.into_response();
     }
     next.run(req).await
+}
+
+/// Why a request that needs `access` is refused when credentials are configured, given
+/// whether it presented one and the scope that matched; `None` lets it through.
+pub fn refusal(
+    presented: bool,
+    scope: Option<Scope>,
+    access: Access,
+) -> Option<(DenialReason, ApiError)> {
+    match (presented, scope) {
+        _ if access == Access::Open => None,
+        (false, _) => Some((
+            DenialReason::MissingCredential,
+            ApiError::new(
+                ErrorCode::InvalidApiKey,
+                "Missing API key: send x-api-key or Authorization: Bearer",
+            ),
+        )),
+        (true, None) => Some((
+            DenialReason::InvalidCredential,
+            ApiError::new(ErrorCode::InvalidApiKey, "Invalid API key"),
+        )),
+        (true, Some(Scope::Read)) if access == Access::Write => Some((
+            DenialReason::InsufficientScope,
+            ApiError::new(
+                ErrorCode::InsufficientScope,
+                "This API key has read scope; this request needs write scope",
+            ),
+        )),
+        (true, Some(_)) => None,
+    }
 }
 
 #[cfg(test)]

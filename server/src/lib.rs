@@ -9,6 +9,7 @@ pub mod client_ip;
 pub mod error;
 pub mod extract;
 pub mod linger;
+pub mod metrics;
 pub mod middleware;
 pub mod model;
 pub mod openapi;
@@ -34,10 +35,11 @@ pub use state::{AppState, ServerOptions};
 /// 1. request id and the request span;
 /// 2. security headers, on every response;
 /// 3. error bodies: JSON for every error, causes logged once;
-/// 4. the rest of a refused request's body is read (bounded) so the client sees the refusal;
-/// 5. panics become `server_error`;
-/// 6. authentication, scope and rate limit (denials audited);
-/// 7. `SHELF_API_MAX_REQUEST_BYTES`.
+/// 4. request metrics (inside the error bodies, so a route's template reaches them);
+/// 5. the rest of a refused request's body is read (bounded) so the client sees the refusal;
+/// 6. panics become `server_error`;
+/// 7. authentication, scope and rate limit (denials audited);
+/// 8. `SHELF_API_MAX_REQUEST_BYTES`.
 pub fn router(state: AppState) -> Router {
     let max_request_bytes = state.shelf.settings.api_max_request_bytes;
     let inner = routes::routes().with_state(state.clone());
@@ -46,6 +48,7 @@ pub fn router(state: AppState) -> Router {
             .layer(axum::middleware::from_fn(middleware::request_id))
             .layer(axum::middleware::from_fn(middleware::security_headers))
             .layer(axum::middleware::from_fn(middleware::errors))
+            .layer(axum::middleware::from_fn(metrics::record))
             .layer(axum::middleware::from_fn(linger::linger_on_error))
             .layer(CatchPanicLayer::custom(middleware::panic_response))
             .layer(axum::middleware::from_fn_with_state(state, auth::authorize))

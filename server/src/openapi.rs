@@ -12,6 +12,7 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::{ErrorBody, ErrorDetail, LocSegment, ValidationIssue};
+use crate::metrics;
 use crate::model::*;
 use crate::policy::{Access, required_access};
 use crate::routes::{documents, events, okf, runs, search, service};
@@ -35,7 +36,7 @@ pub const BEARER_SCHEME: &str = "bearer";
         events::lines, events::records, events::stream_lines, events::stream_records,
         search::ids, search::results, search::facets,
         service::health, service::ready, service::version, service::classifications,
-        service::config, service::openapi,
+        service::config, service::openapi, metrics::json, metrics::prometheus,
     ),
     components(schemas(
         ErrorBody, ErrorDetail, ValidationIssue, LocSegment,
@@ -56,7 +57,7 @@ pub const BEARER_SCHEME: &str = "bearer";
         (name = "events", description = "Run events: pages and server-sent event streams"),
         (name = "search", description = "Full-text search (read scope)"),
         (name = "export", description = "Open Knowledge Format concepts and bundles (read scope)"),
-        (name = "service", description = "Health, readiness, version, settings"),
+        (name = "service", description = "Health, readiness, version, settings, metrics"),
     )
 )]
 struct ApiDoc;

@@ -56,13 +56,15 @@ impl BindError {
     }
 }
 
-/// What a public bind lacks, if anything.
+/// What a public bind lacks without credentials.
+pub const NEEDS_A_KEY: &str =
+    "an API key (SHELF_API_KEY, SHELF_API_KEYS, SHELF_API_KEY_SHA256 or SHELF_API_KEY_HASHES)";
+
+/// What a public bind of the API lacks, if anything.
 pub fn public_bind_missing(settings: &Settings) -> Vec<&'static str> {
     let mut missing = Vec::new();
     if !settings.auth_enabled() {
-        missing.push(
-            "an API key (SHELF_API_KEY, SHELF_API_KEYS, SHELF_API_KEY_SHA256 or SHELF_API_KEY_HASHES)",
-        );
+        missing.push(NEEDS_A_KEY);
     }
     if settings.api_import_root.is_none() {
         missing.push("SHELF_API_IMPORT_ROOT");
@@ -82,8 +84,8 @@ pub struct BoundServer {
     state: AppState,
 }
 
-/// Resolves `host`, applies the public-bind rule, and binds. Port 0 picks a free port.
-pub async fn bind(settings: &Settings, host: &str, port: u16) -> Result<Listener, BindError> {
+/// The addresses `host` names, at least one.
+pub async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, BindError> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
         .await
         .map_err(|source| BindError::Resolve {
@@ -97,22 +99,36 @@ pub async fn bind(settings: &Settings, host: &str, port: u16) -> Result<Listener
             source: std::io::Error::other("no addresses"),
         });
     }
-    if addrs.iter().any(|a| !a.ip().is_loopback()) {
-        let missing = public_bind_missing(settings);
-        if !missing.is_empty() {
-            return Err(BindError::PublicBindRefused {
-                host: host.to_string(),
-                missing,
-            });
-        }
+    Ok(addrs)
+}
+
+/// Resolves `host` and binds, unless the address is not loopback and `public_missing` names
+/// what a public bind lacks.
+pub async fn listen(
+    host: &str,
+    port: u16,
+    public_missing: Vec<&'static str>,
+) -> Result<TcpListener, BindError> {
+    let addrs = resolve(host, port).await?;
+    if addrs.iter().any(|a| !a.ip().is_loopback()) && !public_missing.is_empty() {
+        return Err(BindError::PublicBindRefused {
+            host: host.to_string(),
+            missing: public_missing,
+        });
     }
-    let listener = TcpListener::bind(&addrs[..])
+    TcpListener::bind(&addrs[..])
         .await
         .map_err(|source| BindError::Listen {
             host: host.to_string(),
             port,
             source,
-        })?;
+        })
+}
+
+/// Resolves `host`, applies the public-bind rule (settings only: a refused bind touches no
+/// storage), and binds. Port 0 picks a free port.
+pub async fn bind(settings: &Settings, host: &str, port: u16) -> Result<Listener, BindError> {
+    let listener = listen(host, port, public_bind_missing(settings)).await?;
     Ok(Listener { listener })
 }
 

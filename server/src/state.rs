@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shelf_app::Shelf;
-use shelf_app::settings::Scope;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::audit::AuditSink;
+use crate::auth::Credentials;
 use crate::rate_limit::RateLimiter;
 
 /// Knobs that are not settings because only tests change them.
@@ -35,7 +35,7 @@ impl Default for ServerOptions {
 pub struct Inner {
     pub shelf: Shelf,
     /// SHA-256 of every configured key (hashed once here), with its scope.
-    pub credentials: Vec<([u8; 32], Scope)>,
+    pub credentials: Credentials,
     pub limiter: RateLimiter,
     pub audit: AuditSink,
     /// Trips on SIGTERM/SIGINT: event streams end, in-process runs go back to the queue.
@@ -52,13 +52,9 @@ impl AppState {
     /// Must be called inside a tokio runtime (it starts the audit writer).
     pub fn new(shelf: Shelf, shutdown: CancellationToken, options: ServerOptions) -> AppState {
         let tasks = TaskTracker::new();
-        let credentials = shelf
-            .settings
-            .api_credentials
-            .iter()
-            .map(|c| (c.digest(), c.scope()))
-            .collect();
+        let credentials = crate::auth::credential_digests(&shelf.settings);
         let limiter = RateLimiter::new(shelf.settings.api_rate_limit_per_minute);
+        crate::metrics::register(&shelf.metrics);
         let audit = AuditSink::start(shelf.clone(), &tasks);
         AppState(Arc::new(Inner {
             shelf,

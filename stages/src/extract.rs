@@ -21,6 +21,7 @@ use shelf_extractors::{Control, ExtractError, Extraction, Input, Kind, extractor
 
 use crate::StageDeps;
 use crate::errors::from_documents;
+use crate::metrics;
 use crate::texts::save_stage_text;
 
 /// Most warnings recorded as events per extraction; the rest are counted in one more event.
@@ -71,11 +72,25 @@ impl Stage for Extract {
     const KIND: &'static str = "extract";
     type Options = ExtractOptions;
 
+    /// Every failure but cancellation is counted as a conversion failure, by its code.
     async fn run(
         &self,
         _options: &ExtractOptions,
         ctx: &StageContext,
     ) -> Result<Value, StageError> {
+        let result = self.convert(ctx).await;
+        if let Err(e) = &result
+            && !ctx.cancel.is_cancelled()
+            && e.code != "canceled"
+        {
+            metrics::conversion_failed(&e.code);
+        }
+        result
+    }
+}
+
+impl Extract {
+    async fn convert(&self, ctx: &StageContext) -> Result<Value, StageError> {
         let document = self
             .documents
             .get(&ctx.subject)
@@ -184,9 +199,7 @@ impl Stage for Extract {
             "page_records": pages.len(),
         }))
     }
-}
 
-impl Extract {
     /// Runs the extractor on the blocking pool. Cancellation of the run trips the extractor's
     /// control and then waits for it to stop, so a killed converter is gone before the stage
     /// returns.

@@ -1,83 +1,235 @@
 //! The stages' process-wide counters, kept in one place so the operations endpoints
-//! (`/metrics`, Prometheus) export them without the stages knowing about either. Counters
-//! only grow; rates are derived from a snapshot.
+//! (`/metrics`, Prometheus) export them without the stages knowing about either: OCR pages,
+//! failures and corrections, conversion failures by error code, and provider-reported token
+//! usage. The application registers [`collectors`] in its registry. Counters only grow; rates
+//! are derived when the registry is read.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::LazyLock;
 use std::time::Duration;
 
-use serde::Serialize;
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
+use prometheus::{Counter, Gauge, IntCounter, IntCounterVec, Opts};
 
 /// OCR work done by this process.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone)]
 pub struct OcrCounters {
-    pages_processed: AtomicU64,
-    page_failures: AtomicU64,
-    pages_corrected: AtomicU64,
-    corrections_rejected: AtomicU64,
-    /// Wall time of `ocr` stages while they recognized pages, in microseconds.
-    busy_micros: AtomicU64,
+    pages_processed: IntCounter,
+    page_failures: IntCounter,
+    pages_corrected: IntCounter,
+    corrections_rejected: IntCounter,
+    /// Wall time of `ocr` stages while they recognized pages.
+    busy_seconds: Counter,
 }
 
-/// A reading of [`OcrCounters`].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct OcrSnapshot {
-    /// Pages recognized (successfully) by OCR.
-    pub pages_processed: u64,
-    /// Pages OCR could not read (recorded as failed, or failing their document).
-    pub page_failures: u64,
-    /// Pages whose language-model correction was kept.
-    pub pages_corrected: u64,
-    /// Corrections refused because they rewrote the page instead of fixing it.
-    pub corrections_rejected: u64,
-    /// Pages processed per second of OCR stage time (0 before any).
-    pub pages_per_second: f64,
+/// Every counter of this crate.
+struct StageMetrics {
+    ocr: OcrCounters,
+    conversion_failures: IntCounterVec,
+    llm_requests: IntCounterVec,
+    llm_prompt_tokens: IntCounterVec,
+    llm_completion_tokens: IntCounterVec,
 }
 
-static OCR: OcrCounters = OcrCounters {
-    pages_processed: AtomicU64::new(0),
-    page_failures: AtomicU64::new(0),
-    pages_corrected: AtomicU64::new(0),
-    corrections_rejected: AtomicU64::new(0),
-    busy_micros: AtomicU64::new(0),
-};
+// The names below are constants, so building the counters cannot fail at run time; a typo
+// fails every test that touches metrics.
+fn counter(name: &str, help: &str) -> IntCounter {
+    IntCounter::new(name, help).expect("valid metric name")
+}
+
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric name")
+}
+
+static METRICS: LazyLock<StageMetrics> = LazyLock::new(|| StageMetrics {
+    ocr: OcrCounters {
+        pages_processed: counter("shelf_ocr_pages_total", "Pages recognized by OCR."),
+        page_failures: counter(
+            "shelf_ocr_page_failures_total",
+            "Pages OCR could not read (recorded as failed, or failing their document).",
+        ),
+        pages_corrected: counter(
+            "shelf_ocr_pages_corrected_total",
+            "OCR pages whose language-model correction was kept.",
+        ),
+        corrections_rejected: counter(
+            "shelf_ocr_corrections_rejected_total",
+            "OCR corrections refused because they rewrote the page instead of fixing it.",
+        ),
+        busy_seconds: Counter::new(
+            "shelf_ocr_busy_seconds_total",
+            "Wall time ocr stages spent recognizing pages.",
+        )
+        .expect("valid metric name"),
+    },
+    conversion_failures: counter_vec(
+        "shelf_conversion_failures_total",
+        "Documents the extract stage could not convert, by error code.",
+        &["code"],
+    ),
+    llm_requests: counter_vec(
+        "shelf_llm_requests_total",
+        "Language-model calls that returned an answer, by provider.",
+        &["provider"],
+    ),
+    llm_prompt_tokens: counter_vec(
+        "shelf_llm_prompt_tokens_total",
+        "Prompt tokens reported by the language-model provider.",
+        &["provider"],
+    ),
+    llm_completion_tokens: counter_vec(
+        "shelf_llm_completion_tokens_total",
+        "Completion tokens reported by the language-model provider.",
+        &["provider"],
+    ),
+});
 
 /// This process's OCR counters.
 pub fn ocr() -> &'static OcrCounters {
-    &OCR
+    &METRICS.ocr
+}
+
+/// Counts a failed conversion. `code` is the stage error's stable code (a bounded set).
+pub fn conversion_failed(code: &str) {
+    METRICS.conversion_failures.with_label_values(&[code]).inc();
+}
+
+/// Counts one answered language-model call and the tokens its provider reported.
+pub fn llm_usage(provider: &str, prompt_tokens: u64, completion_tokens: u64) {
+    METRICS.llm_requests.with_label_values(&[provider]).inc();
+    METRICS
+        .llm_prompt_tokens
+        .with_label_values(&[provider])
+        .inc_by(prompt_tokens);
+    METRICS
+        .llm_completion_tokens
+        .with_label_values(&[provider])
+        .inc_by(completion_tokens);
+}
+
+/// Prompt and completion tokens counted so far over every provider, for cost estimates.
+pub fn llm_tokens() -> (u64, u64) {
+    fn sum(vec: &IntCounterVec) -> u64 {
+        vec.collect()
+            .iter()
+            .flat_map(|family| family.get_metric())
+            .map(|m| m.get_counter().get_value() as u64)
+            .sum()
+    }
+    (
+        sum(&METRICS.llm_prompt_tokens),
+        sum(&METRICS.llm_completion_tokens),
+    )
 }
 
 impl OcrCounters {
     pub fn page_processed(&self) {
-        self.pages_processed.fetch_add(1, Ordering::Relaxed);
+        self.pages_processed.inc();
     }
 
     pub fn page_failed(&self) {
-        self.page_failures.fetch_add(1, Ordering::Relaxed);
+        self.page_failures.inc();
     }
 
     pub fn page_corrected(&self) {
-        self.pages_corrected.fetch_add(1, Ordering::Relaxed);
+        self.pages_corrected.inc();
     }
 
     pub fn correction_rejected(&self) {
-        self.corrections_rejected.fetch_add(1, Ordering::Relaxed);
+        self.corrections_rejected.inc();
     }
 
     /// Adds the wall time an `ocr` stage spent recognizing.
     pub fn busy(&self, elapsed: Duration) {
-        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        self.busy_micros.fetch_add(micros, Ordering::Relaxed);
+        self.busy_seconds.inc_by(elapsed.as_secs_f64());
     }
 
-    pub fn snapshot(&self) -> OcrSnapshot {
-        let pages = self.pages_processed.load(Ordering::Relaxed);
-        let busy = self.busy_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        OcrSnapshot {
-            pages_processed: pages,
-            page_failures: self.page_failures.load(Ordering::Relaxed),
-            pages_corrected: self.pages_corrected.load(Ordering::Relaxed),
-            corrections_rejected: self.corrections_rejected.load(Ordering::Relaxed),
-            pages_per_second: if busy > 0.0 { pages as f64 / busy } else { 0.0 },
+    /// Pages processed per second of OCR stage time (0 before any).
+    pub fn pages_per_second(&self) -> f64 {
+        let busy = self.busy_seconds.get();
+        if busy > 0.0 {
+            self.pages_processed.get() as f64 / busy
+        } else {
+            0.0
         }
+    }
+}
+
+/// A gauge whose value is computed from other metrics each time the registry is read (rates,
+/// averages, cost estimates), so it can never disagree with the counters it comes from.
+pub struct Derived {
+    gauge: Gauge,
+    compute: Box<dyn Fn() -> f64 + Send + Sync>,
+}
+
+impl Derived {
+    pub fn new(name: &str, help: &str, compute: impl Fn() -> f64 + Send + Sync + 'static) -> Self {
+        Derived {
+            gauge: Gauge::new(name, help).expect("valid metric name"),
+            compute: Box::new(compute),
+        }
+    }
+}
+
+impl Collector for Derived {
+    fn desc(&self) -> Vec<&Desc> {
+        self.gauge.desc()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        self.gauge.set((self.compute)());
+        self.gauge.collect()
+    }
+}
+
+/// This crate's collectors, for an application registry. The counters are process-wide:
+/// registering them in several registries shares their values.
+pub fn collectors() -> Vec<Box<dyn Collector>> {
+    let m = &*METRICS;
+    vec![
+        Box::new(m.ocr.pages_processed.clone()),
+        Box::new(m.ocr.page_failures.clone()),
+        Box::new(m.ocr.pages_corrected.clone()),
+        Box::new(m.ocr.corrections_rejected.clone()),
+        Box::new(m.ocr.busy_seconds.clone()),
+        Box::new(Derived::new(
+            "shelf_ocr_pages_per_second",
+            "Pages recognized per second of ocr stage time (0 before any).",
+            || ocr().pages_per_second(),
+        )),
+        Box::new(m.conversion_failures.clone()),
+        Box::new(m.llm_requests.clone()),
+        Box::new(m.llm_prompt_tokens.clone()),
+        Box::new(m.llm_completion_tokens.clone()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_collector_registers_once_under_its_own_name() {
+        let registry = prometheus::Registry::new();
+        for collector in collectors() {
+            registry.register(collector).expect("register");
+        }
+        llm_usage("test-provider", 7, 3);
+        conversion_failed("test_code");
+        let names: Vec<String> = registry
+            .gather()
+            .iter()
+            .map(|f| f.name().to_string())
+            .collect();
+        for name in [
+            "shelf_ocr_pages_total",
+            "shelf_ocr_pages_per_second",
+            "shelf_conversion_failures_total",
+            "shelf_llm_prompt_tokens_total",
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name} missing: {names:?}");
+        }
+        let (prompt, completion) = llm_tokens();
+        assert!(prompt >= 7 && completion >= 3, "{prompt} {completion}");
     }
 }

@@ -3,14 +3,14 @@
 //! `shelf worker`, the auth matrix, upload and request limits, archives from the hostile
 //! corpus, the public-bind rule, and SIGTERM with an in-process run.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{Env, Running, corpus, wait_for};
+use crate::support::{Env, Running, announced, corpus, pipe_through, wait_for};
 
 /// A running `shelf api` and its address.
 pub(crate) struct Api {
@@ -26,46 +26,11 @@ impl Api {
 
     pub(crate) fn start_with(env: &Env, args: &[&str]) -> Api {
         let mut process = env.spawn(args);
-        let stdout = process.child.stdout.take().expect("stdout");
-        let stderr = process.child.stderr.take().expect("stderr");
-        // Drain stderr in the background: a full pipe would block the server's logging.
-        let log = Arc::new(Mutex::new(String::new()));
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stderr);
-            let mut line = String::new();
-            while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-                if let Ok(mut log) = sink.lock() {
-                    log.push_str(&line);
-                }
-                line.clear();
-            }
-        });
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut first = String::new();
-            let _ = reader.read_line(&mut first);
-            let _ = tx.send(first);
-            let mut rest = Vec::new();
-            let _ = reader.read_to_end(&mut rest);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-        let base = line
-            .trim()
-            .strip_prefix("shelf api listening on ")
-            .unwrap_or_else(|| {
-                std::thread::sleep(Duration::from_millis(200));
-                panic!(
-                    "shelf api did not start: {line:?}\nstderr: {}",
-                    log.lock().map(|l| l.clone()).unwrap_or_default()
-                )
-            })
-            .to_string();
+        let (base, stderr) = announced(&mut process, "shelf api listening on ");
         Api {
             process,
             base,
-            stderr: log,
+            stderr,
         }
     }
 
@@ -142,9 +107,14 @@ pub(crate) async fn get_json(client: &Client, api: &Api, path: &str) -> Value {
 
 /// Queues a run of a document and waits for it to end; returns the finished run.
 pub(crate) async fn run_to_the_end(client: &Client, api: &Api, document_id: &str) -> Value {
+    run_to_the_end_with(client, api, json!({ "document_id": document_id })).await
+}
+
+/// Creates a run from `body` (`POST /runs`) and waits for it to end; returns the finished run.
+pub(crate) async fn run_to_the_end_with(client: &Client, api: &Api, body: Value) -> Value {
     let reply = client
         .post(api.url("/runs"))
-        .json(&json!({ "document_id": document_id }))
+        .json(&body)
         .send()
         .await
         .expect("create run");
@@ -324,24 +294,14 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("GET", "/version", "open"),
     ("GET", "/classifications", "read"),
     ("GET", "/config", "write"),
+    ("GET", "/metrics", "write"),
+    ("GET", "/metrics/prometheus", "write"),
     ("GET", "/openapi.json", "read"),
 ];
 
 fn sha256_hex(text: &str) -> String {
     // The tests crate has no hash dependency: ask the system (coreutils).
-    let mut child = std::process::Command::new("sha256sum")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("sha256sum");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("sha256sum");
+    let out = pipe_through("sha256sum", &[], text.as_bytes(), "coreutils");
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
         .next()

@@ -3,8 +3,10 @@
 
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -160,6 +162,66 @@ impl Drop for Running {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Waits for a spawned server's first stdout line, `prefix` then its base URL, and returns the
+/// URL and its stderr so far (drained in the background: a full pipe would block its logging).
+pub fn announced(process: &mut Running, prefix: &str) -> (String, Arc<Mutex<String>>) {
+    let stdout = process.child.stdout.take().expect("stdout");
+    let stderr = process.child.stderr.take().expect("stderr");
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stderr);
+        let mut line = String::new();
+        while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            if let Ok(mut log) = sink.lock() {
+                log.push_str(&line);
+            }
+            line.clear();
+        }
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut first = String::new();
+        let _ = reader.read_line(&mut first);
+        let _ = tx.send(first);
+        let mut rest = Vec::new();
+        let _ = reader.read_to_end(&mut rest);
+    });
+    let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+    let base = line
+        .trim()
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            panic!(
+                "no {prefix:?} line: {line:?}\nstderr: {}",
+                log.lock().map(|l| l.clone()).unwrap_or_default()
+            )
+        })
+        .to_string();
+    (base, log)
+}
+
+/// Runs a system tool with `input` on its stdin; its output. Panics naming `needs` (where to
+/// get the tool) when it cannot be started.
+pub fn pipe_through(program: &str, args: &[&str], input: &[u8], needs: &str) -> Output {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program} is needed ({needs}): {e}"));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write");
+    child.wait_with_output().expect(program)
 }
 
 /// Polls `check` until it returns Some, or panics after `timeout`.

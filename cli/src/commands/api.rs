@@ -4,7 +4,6 @@
 //! (`shelf api listening on http://HOST:PORT`), which scripts and tests read for the port when
 //! `--port 0` picked one.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use shelf_app::Shelf;
@@ -12,7 +11,7 @@ use shelf_server::ServerOptions;
 use tokio_util::sync::CancellationToken;
 
 use crate::CliResult;
-use crate::output::{EXIT_FAILED, EXIT_USAGE, Failure};
+use crate::output::{EXIT_FAILED, Failure};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -33,33 +32,14 @@ pub async fn run(args: Args) -> CliResult {
     // The bind rule reads only settings: a refused public bind touches no storage.
     let listener = shelf_server::bind(&settings, &host, port)
         .await
-        .map_err(|e| {
-            let exit = if e.is_configuration() {
-                EXIT_USAGE
-            } else {
-                EXIT_FAILED
-            };
-            Failure::new(e.to_string(), "bind_failed", exit)
-        })?;
+        .map_err(super::bind_failure)?;
     let shelf = Shelf::open(settings)
         .await
         .map_err(|e| Failure::from_app(e, false))?;
     let shutdown = CancellationToken::new();
     let server = listener.serve(shelf, shutdown.clone(), ServerOptions::default());
-    let addr = server.local_addr().map_err(|e| {
-        Failure::new(
-            format!("cannot read the bound address: {e}"),
-            "bind_failed",
-            EXIT_FAILED,
-        )
-    })?;
     crate::signals::stop_on_signal(shutdown);
-    tracing::info!(%addr, "api listening");
-    let mut stdout = std::io::stdout().lock();
-    // The one line on stdout; logs go to stderr.
-    let _ = writeln!(stdout, "shelf api listening on http://{addr}");
-    let _ = stdout.flush();
-    drop(stdout);
+    super::announce("shelf api", server.local_addr())?;
     server.run().await.map_err(|e| {
         Failure::new(
             format!("the server failed: {e}"),

@@ -14,9 +14,39 @@ pub mod runs;
 pub mod search;
 pub mod worker;
 
+use std::io::Write;
+use std::net::SocketAddr;
+
 use shelf_app::{Settings, Shelf};
 
-use crate::output::{EXIT_USAGE, Failure};
+use crate::output::{EXIT_FAILED, EXIT_USAGE, Failure};
+
+/// A failure to bind a listener: configuration refusals are usage errors (exit 2).
+pub fn bind_failure(e: shelf_server::BindError) -> Failure {
+    let exit = if e.is_configuration() {
+        EXIT_USAGE
+    } else {
+        EXIT_FAILED
+    };
+    Failure::new(e.to_string(), "bind_failed", exit)
+}
+
+/// Logs and prints the one stdout line of a listener, `{what} listening on http://ADDR`,
+/// which scripts and tests read for the port when port 0 picked one; logs go to stderr.
+pub fn announce(what: &str, addr: std::io::Result<SocketAddr>) -> Result<SocketAddr, Failure> {
+    let addr = addr.map_err(|e| {
+        Failure::new(
+            format!("cannot read the bound address: {e}"),
+            "bind_failed",
+            EXIT_FAILED,
+        )
+    })?;
+    tracing::info!(%addr, listener = what, "listening");
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{what} listening on http://{addr}");
+    let _ = stdout.flush();
+    Ok(addr)
+}
 
 pub fn settings(json: bool) -> Result<Settings, Failure> {
     Settings::from_process_env().map_err(|e| Failure {

@@ -1,5 +1,7 @@
 //! `shelf worker`: executes queued runs until SIGINT or SIGTERM; in-flight runs then go back
-//! to the queue with their checkpoints.
+//! to the queue with their checkpoints. With `--metrics-port` it also serves its metrics
+//! (`/metrics`, `/metrics/prometheus`) and prints one line to stdout once bound
+//! (`shelf worker metrics listening on http://HOST:PORT`), which tests read when port 0 picked one.
 
 use std::process::ExitCode;
 
@@ -14,6 +16,14 @@ pub struct Args {
     /// Runs executed at once (default: SHELF_WORKER_CONCURRENCY, else 2).
     #[arg(long, short)]
     concurrency: Option<usize>,
+    /// Serve this worker's metrics on this port (0 picks a free one). A worker serves no
+    /// other HTTP.
+    #[arg(long)]
+    metrics_port: Option<u16>,
+    /// Address of the metrics listener. Anything but loopback needs an API key, and when keys
+    /// are configured the endpoints need a write-scope key, as on the API.
+    #[arg(long, default_value = "127.0.0.1", requires = "metrics_port")]
+    metrics_host: String,
 }
 
 pub async fn run(args: Args) -> CliResult {
@@ -27,7 +37,34 @@ pub async fn run(args: Args) -> CliResult {
         .await
         .map_err(|e| Failure::from_app(e, false))?;
     let shutdown = CancellationToken::new();
+    let metrics_server = match args.metrics_port {
+        Some(port) => {
+            Some(serve_metrics(&shelf, &args.metrics_host, port, shutdown.clone()).await?)
+        }
+        None => None,
+    };
     crate::signals::stop_on_signal(shutdown.clone());
     shelf.work(concurrency, shutdown).await;
+    if let Some(server) = metrics_server {
+        let _ = server.await;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Binds the metrics listener, announces it, and serves it in the background until shutdown.
+async fn serve_metrics(
+    shelf: &Shelf,
+    host: &str,
+    port: u16,
+    shutdown: CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, Failure> {
+    let server = shelf_server::metrics::bind_worker_metrics(shelf, host, port)
+        .await
+        .map_err(super::bind_failure)?;
+    super::announce("shelf worker metrics", server.local_addr())?;
+    Ok(tokio::spawn(async move {
+        if let Err(error) = server.serve(shutdown).await {
+            tracing::error!(%error, "the metrics listener failed");
+        }
+    }))
 }

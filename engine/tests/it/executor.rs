@@ -399,3 +399,86 @@ async fn canceling_kills_a_stage_subprocess() {
     }
     assert!(gone, "the subprocess {pid} was killed");
 }
+
+/// Records what the engine reports to its hooks.
+#[derive(Default)]
+struct Recorder {
+    seen: std::sync::Mutex<Vec<String>>,
+}
+
+impl Recorder {
+    fn push(&self, what: String) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.push(what);
+        }
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+impl shelf_engine::RunHooks for Recorder {
+    fn stage_finished(
+        &self,
+        _run: &shelf_engine::RunRecord,
+        stage: &str,
+        status: StageStatus,
+        _duration: Duration,
+    ) {
+        self.push(format!("stage {stage} {}", status.as_str()));
+    }
+
+    fn claimed(&self, claim: &shelf_engine::Claim) {
+        self.push(format!("claimed reclaimed={}", claim.reclaimed));
+    }
+
+    fn run_finished(&self, _run_id: &str, status: RunStatus) {
+        self.push(format!("finished {}", status.as_str()));
+    }
+}
+
+#[tokio::test]
+async fn hooks_observe_claims_with_their_queue_wait_and_terminal_runs() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let recorder = Arc::new(Recorder::default());
+    let e = shelf_engine::Engine::new(
+        shelf_engine::RunStore::new(db.clone(), fast_config().lease),
+        crate::common::registry(&probe),
+        recorder.clone(),
+        fast_config(),
+    );
+    let p = compile(&e, "version: 1\nstages:\n  a: { uses: step }\n");
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    // The run has been due at least this long when it is claimed.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let claim = e.claim("w", None).await.unwrap().expect("claim");
+    assert!(
+        claim.queue_wait >= Duration::from_millis(50),
+        "{:?}",
+        claim.queue_wait
+    );
+    assert!(
+        claim.queue_wait < Duration::from_secs(3600),
+        "{:?}",
+        claim.queue_wait
+    );
+    let outcome = e.execute(claim, CancellationToken::new()).await.unwrap();
+    assert_eq!(outcome, ClaimOutcome::Finished(RunStatus::Succeeded));
+    let queued = e.submit("t", &p, json!({})).await.unwrap();
+    assert_eq!(e.cancel(&queued.id).await.unwrap(), CancelOutcome::Canceled);
+    assert_eq!(
+        recorder.seen(),
+        [
+            "claimed reclaimed=false",
+            "stage a succeeded",
+            "finished succeeded",
+            "finished canceled",
+        ]
+    );
+    assert_eq!(
+        e.store().get_run(&run.id).await.unwrap().unwrap().status,
+        RunStatus::Succeeded
+    );
+}

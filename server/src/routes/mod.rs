@@ -10,6 +10,7 @@ pub mod service;
 use axum::Router;
 use axum::routing::{get, post};
 
+use crate::metrics;
 use crate::middleware::not_found;
 use crate::state::AppState;
 
@@ -49,5 +50,9 @@ pub fn routes() -> Router<AppState> {
         .route("/classifications", get(service::classifications))
         .route("/config", get(service::config))
         .route("/openapi.json", get(service::openapi))
+        .route("/metrics", get(metrics::json))
+        .route("/metrics/prometheus", get(metrics::prometheus))
+        // Every route above: the response carries the matched template for the metrics.
+        .route_layer(axum::middleware::from_fn(metrics::mark_route))
         .fallback(not_found)
 }

@@ -42,10 +42,11 @@ pub const GIT_SHA: &str = env!("SHELF_GIT_SHA");
 /// Open Knowledge Format version of exports (the application layer writes it).
 pub const OKF_VERSION: &str = shelf_app::okf::OKF_VERSION;
 
-/// Version
-#[utoipa::path(get, path = "/version", operation_id = "version", tag = "service", responses((status = 200, body = Version)))]
-pub async fn version() -> Json<Version> {
-    Json(Version {
+/// What this binary is: the package version, the commit, the latest migration it knows (the
+/// schema it expects) and the OKF version it writes. `/version` and `shelf --version` both
+/// show this.
+pub fn version_info() -> Version {
+    Version {
         version: env!("CARGO_PKG_VERSION").into(),
         git_sha: GIT_SHA.into(),
         schema_version: shelf_migrations::known_migrations()
@@ -53,7 +54,13 @@ pub async fn version() -> Json<Version> {
             .cloned()
             .unwrap_or_default(),
         okf_version: OKF_VERSION.into(),
-    })
+    }
+}
+
+/// Version
+#[utoipa::path(get, path = "/version", operation_id = "version", tag = "service", responses((status = 200, body = Version)))]
+pub async fn version() -> Json<Version> {
+    Json(version_info())
 }
 
 /// Dewey classifications

@@ -37,6 +37,8 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("GET", "/version", "open"),
     ("GET", "/classifications", "read"),
     ("GET", "/config", "write"),
+    ("GET", "/metrics", "write"),
+    ("GET", "/metrics/prometheus", "write"),
     ("GET", "/openapi.json", "read"),
 ];
 
@@ -138,7 +140,10 @@ async fn unknown_routes_need_a_credential_too() {
     app.call(Call::new(Method::GET, "/imports/page-manifest").key(READ_KEY))
         .await
         .assert_error(403, "insufficient_scope");
-    app.call(Call::new(Method::GET, "/metrics/prometheus").key(WRITE_KEY))
+    app.call(Call::new(Method::GET, "/metrics/other").key(READ_KEY))
+        .await
+        .assert_error(403, "insufficient_scope");
+    app.call(Call::new(Method::GET, "/metrics/other").key(WRITE_KEY))
         .await
         .assert_error(404, "not_found");
 }

@@ -1,6 +1,7 @@
 //! The deterministic `mock` provider for tests and benchmarks: the same input always gives the
 //! same output, with no model and no network. An optional per-call delay makes stages slow
-//! enough for crash and cancellation tests.
+//! enough for crash and cancellation tests. Like a real provider it reports token usage to the
+//! metrics, counted deterministically ([`mock_tokens`]), so usage and cost can be tested.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,6 +26,18 @@ impl MockProvider {
             tokio::time::sleep(self.delay).await;
         }
     }
+
+    /// Reports one call's usage, as a real provider's answer would.
+    fn report(&self, prompt: &[&str], completion: &str) {
+        let prompt_tokens = prompt.iter().map(|p| mock_tokens(p)).sum();
+        crate::metrics::llm_usage(self.name(), prompt_tokens, mock_tokens(completion));
+    }
+}
+
+/// The mock's token count of a text: one token per started four characters, the usual rule of
+/// thumb for English, so the same text always costs the same.
+pub fn mock_tokens(text: &str) -> u64 {
+    text.chars().count().div_ceil(4) as u64
 }
 
 const STOPWORDS: &[&str] = &[
@@ -44,12 +57,16 @@ impl Provider for MockProvider {
     /// Whitespace normalized, like `clean`: deterministic, and never a rewrite.
     async fn correct(&self, request: CorrectRequest<'_>) -> Result<String, ProviderError> {
         self.pause().await;
-        Ok(normalize_whitespace(request.text))
+        let corrected = normalize_whitespace(request.text);
+        self.report(&[request.text], &corrected);
+        Ok(corrected)
     }
 
     async fn clean(&self, request: CleanRequest<'_>) -> Result<String, ProviderError> {
         self.pause().await;
-        Ok(normalize_whitespace(request.text))
+        let cleaned = normalize_whitespace(request.text);
+        self.report(&[request.context, request.text], &cleaned);
+        Ok(cleaned)
     }
 
     /// A Dewey division chosen by the text's hash: deterministic, not meaningful.
@@ -60,8 +77,10 @@ impl Provider for MockProvider {
     ) -> Result<Classification, ProviderError> {
         self.pause().await;
         let digest = Sha256::digest(text.as_bytes());
+        let code = format!("{}{}0", digest[0] % 10, digest[1] % 10);
+        self.report(&[text], &code);
         Ok(Classification {
-            code: format!("{}{}0", digest[0] % 10, digest[1] % 10),
+            code,
             confidence: 0.5,
         })
     }
@@ -109,7 +128,8 @@ impl Provider for MockProvider {
         }
         let mut ranked: Vec<(String, usize)> = counts.into_iter().collect();
         ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let tags = ranked.into_iter().take(5).map(|(w, _)| w).collect();
+        let tags: Vec<String> = ranked.into_iter().take(5).map(|(w, _)| w).collect();
+        self.report(&[text], &format!("{title}\n{summary}\n{}", tags.join(" ")));
         Ok(Synopsis {
             suggested_stem: slug(&title),
             title,
@@ -155,6 +175,15 @@ mod tests {
         assert_eq!(once, "Tbe quick fox\n\njumps");
         assert!(started.elapsed() >= Duration::from_millis(30));
         assert_eq!(p.correct(request).await.unwrap(), once);
+    }
+
+    #[test]
+    fn tokens_are_counted_per_started_four_characters() {
+        assert_eq!(mock_tokens(""), 0);
+        assert_eq!(mock_tokens("hay"), 1);
+        assert_eq!(mock_tokens("hays"), 1);
+        assert_eq!(mock_tokens("horse"), 2);
+        assert_eq!(mock_tokens("Ünïcodé!"), 2);
     }
 
     #[test]

@@ -394,6 +394,7 @@ impl OpenAiCompatibleProvider {
             })
             .unwrap_or((0, 0));
         self.usage.record(prompt_tokens, completion_tokens);
+        crate::metrics::llm_usage(self.name(), prompt_tokens, completion_tokens);
         let content = envelope
             .choices
             .into_iter()
