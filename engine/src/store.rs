@@ -54,6 +54,10 @@ pub struct RunRecord {
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
     pub enqueued_at: i64,
+    /// The W3C `traceparent` of whatever created the run (opaque to the engine), so the
+    /// executor's spans continue that trace.
+    #[serde(skip)]
+    pub trace_parent: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -102,6 +106,8 @@ pub struct NewRun<'a> {
     pub subject: &'a str,
     pub pipeline: &'a CompiledPipeline,
     pub input: Value,
+    /// See [`RunRecord::trace_parent`].
+    pub trace_parent: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -145,6 +151,7 @@ fn run_from_row(row: &QueryResult) -> Result<RunRecord, EngineError> {
         started_at: get(row, "started_at")?,
         finished_at: get(row, "finished_at")?,
         enqueued_at: get(row, "enqueued_at")?,
+        trace_parent: get(row, "trace_parent")?,
         id,
     })
 }
@@ -271,8 +278,8 @@ impl RunStore {
             }
         }
         txn.execute_raw(stmt(
-            "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, input, status, attempt, retry_of, due_at, enqueued_at, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+            "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, input, status, attempt, retry_of, due_at, enqueued_at, created_at, trace_parent) \
+             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
             vec![
                 id.clone().into(),
                 new.subject.into(),
@@ -285,6 +292,7 @@ impl RunStore {
                 now.into(),
                 now.into(),
                 created.clone().into(),
+                new.trace_parent.clone().into(),
             ],
         ))
         .await?;

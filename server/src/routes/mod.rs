@@ -48,5 +48,6 @@ pub fn routes() -> Router<AppState> {
         .route("/classifications", get(service::classifications))
         .route("/config", get(service::config))
         .route("/openapi.json", get(service::openapi))
+        .route_layer(axum::middleware::from_fn(crate::request_span::record_route))
         .fallback(not_found)
 }
