@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{Status, TraceContextExt};
+use opentelemetry::trace::TraceContextExt;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -41,9 +41,10 @@ pub fn continue_trace(span: &Span, traceparent: Option<&str>) {
     }
 }
 
-/// Marks `span` as failed for the trace backend (a 5xx answer, a failed stage).
-pub fn mark_error(span: &Span, description: &'static str) {
-    span.set_status(Status::error(description));
+/// Renames `span` for the trace backend once its name is known (a request's route is known
+/// only after routing). `otel.name` recorded late is ignored once the span has started.
+pub fn rename(span: &Span, name: String) {
+    span.context().span().update_name(name);
 }
 
 #[cfg(test)]

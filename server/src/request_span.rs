@@ -62,7 +62,7 @@ pub async fn record_route(req: Request, next: Next) -> Response {
     if let Some(route) = req.extensions().get::<MatchedPath>() {
         let span = Span::current();
         span.record("route", route.as_str());
-        span.record("otel.name", format!("{} {}", req.method(), route.as_str()));
+        telemetry::rename(&span, format!("{} {}", req.method(), route.as_str()));
     }
     next.run(req).await
 }

@@ -14,7 +14,7 @@ use crate::support::{Env, Running, corpus, wait_for};
 
 /// A running `shelf api` and its address.
 pub(crate) struct Api {
-    process: Running,
+    pub(crate) process: Running,
     base: String,
     stderr: Arc<Mutex<String>>,
 }
@@ -73,7 +73,7 @@ impl Api {
         format!("{}{path}", self.base)
     }
 
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         self.stderr.lock().map(|l| l.clone()).unwrap_or_default()
     }
 }

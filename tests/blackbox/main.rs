@@ -10,4 +10,5 @@ mod ocr;
 mod okf;
 mod pages;
 mod support;
+mod telemetry;
 mod tidy;
