@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use sea_orm::Statement;
-use tracing::Span;
-use tracing::field::Empty;
 use shelf_documents::{DocumentStatus, status_after_cancel_statement, status_statement};
 use shelf_engine::{RunHooks, RunRecord, RunStatus, StageStatus};
+use tracing::Span;
+use tracing::field::Empty;
 
 pub struct DocumentHooks;
 

@@ -21,7 +21,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::output::{EXIT_USAGE, Failure};
-use crate::redact::{Redactor, RedactingMakeWriter};
+use crate::redact::{RedactingMakeWriter, Redactor};
 
 /// The exporter of this process, kept for [`shutdown`].
 static PROVIDER: Mutex<Option<SdkTracerProvider>> = Mutex::new(None);
@@ -38,10 +38,13 @@ pub fn init(settings: &Settings, quiet_default: bool, json: bool) -> Result<(), 
         "warn".to_string()
     };
     let filter = EnvFilter::try_new(&level).map_err(|e| {
-        configuration(json, format!(
-            "SHELF_LOG_LEVEL: `{level}` is not a log filter ({e}); use a level such as `info` \
+        configuration(
+            json,
+            format!(
+                "SHELF_LOG_LEVEL: `{level}` is not a log filter ({e}); use a level such as `info` \
              or directives such as `info,shelf_engine=debug`"
-        ))
+            ),
+        )
     })?;
     let writer = RedactingMakeWriter::new(std::io::stderr, Redactor::new(settings.secrets()));
     let fmt = tracing_subscriber::fmt::layer()
@@ -57,7 +60,10 @@ pub fn init(settings: &Settings, quiet_default: bool, json: bool) -> Result<(), 
         None
     };
     // A second init in one process (tests) keeps the first subscriber.
-    let _ = tracing_subscriber::registry().with(fmt).with(otel).try_init();
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(otel)
+        .try_init();
     for name in &settings.unknown_variables {
         tracing::warn!(variable = %name, "unknown SHELF_ variable ignored");
     }

@@ -157,22 +157,48 @@ mod tests {
     use super::*;
 
     fn redact(line: &str) -> String {
-        Redactor::new(["configured-key-123"]).redact(line).into_owned()
+        Redactor::new(["configured-key-123"])
+            .redact(line)
+            .into_owned()
     }
 
     #[test]
     fn each_rule_redacts_and_keeps_the_rest() {
         let cases = [
-            ("GET /search?q=horses&api_key=abc123&x=1", "GET /search?q=horses&api_key=[REDACTED]&x=1"),
-            ("SHELF_API_KEYS=read:k1,write:k2 next", "SHELF_API_KEYS=[REDACTED] next"),
-            (r#"{"x-api-key":"abc","n":1}"#, r#"{"x-api-key":"[REDACTED]","n":1}"#),
-            (r#"{"msg":"x-api-key: \"abc\""}"#, r#"{"msg":"x-api-key: \"[REDACTED]\""}"#),
-            ("authorization: Bearer eyJhbGciOi.x.y done", "authorization: Bearer [REDACTED] done"),
-            ("using key sk-proj-AbCdEf0123456789 now", "using key sk-[REDACTED] now"),
+            (
+                "GET /search?q=horses&api_key=abc123&x=1",
+                "GET /search?q=horses&api_key=[REDACTED]&x=1",
+            ),
+            (
+                "SHELF_API_KEYS=read:k1,write:k2 next",
+                "SHELF_API_KEYS=[REDACTED] next",
+            ),
+            (
+                r#"{"x-api-key":"abc","n":1}"#,
+                r#"{"x-api-key":"[REDACTED]","n":1}"#,
+            ),
+            (
+                r#"{"msg":"x-api-key: \"abc\""}"#,
+                r#"{"msg":"x-api-key: \"[REDACTED]\""}"#,
+            ),
+            (
+                "authorization: Bearer eyJhbGciOi.x.y done",
+                "authorization: Bearer [REDACTED] done",
+            ),
+            (
+                "using key sk-proj-AbCdEf0123456789 now",
+                "using key sk-[REDACTED] now",
+            ),
             (r#"{"k":"sk-test-0123456789"}"#, r#"{"k":"sk-[REDACTED]"}"#),
             ("uses configured-key-123 raw", "uses [REDACTED] raw"),
-            ("SHELF_OPENAI_API_KEY=xyz", "SHELF_OPENAI_API_KEY=[REDACTED]"),
-            ("\x1b[3mapi_key\x1b[0m\x1b[2m=\x1b[0mabc def", "\x1b[3mapi_key\x1b[0m\x1b[2m=\x1b[0m[REDACTED] def"),
+            (
+                "SHELF_OPENAI_API_KEY=xyz",
+                "SHELF_OPENAI_API_KEY=[REDACTED]",
+            ),
+            (
+                "\x1b[3mapi_key\x1b[0m\x1b[2m=\x1b[0mabc def",
+                "\x1b[3mapi_key\x1b[0m\x1b[2m=\x1b[0m[REDACTED] def",
+            ),
         ];
         for (input, expected) in cases {
             assert_eq!(redact(input), expected, "input: {input}");
@@ -247,7 +273,10 @@ mod tests {
                 "in-message-secret",
                 "k-settings-9",
             ] {
-                assert!(!out.contains(secret), "{secret} leaked (json: {json}): {out}");
+                assert!(
+                    !out.contains(secret),
+                    "{secret} leaked (json: {json}): {out}"
+                );
             }
             assert!(out.contains(REDACTED), "{out}");
             if json {

@@ -118,6 +118,15 @@ pub struct QueueCounts {
     pub expired_leases: i64,
 }
 
+/// The columns a [`RunRecord`] is read from, named rather than `*`: a pooled connection that
+/// has not yet seen a migration prepares `SELECT *` with the old column list, SQLite re-prepares
+/// it with the new one when it runs, and sqlx indexes past the column metadata it kept (a
+/// panic in its worker thread). A named column it does not know yet fails the prepare instead,
+/// which SQLite retries with the fresh schema.
+const RUN_COLUMNS: &str = "id, subject, pipeline, pipeline_yaml, pipeline_sha256, input, status, stage, error, \
+     attempt, retry_of, cancel_requested, due_at, lease_owner, lease_token, claims, reclaims, \
+     enqueued_at, created_at, started_at, finished_at, trace_parent";
+
 fn get<T: sea_orm::TryGetable>(row: &QueryResult, col: &str) -> Result<T, DbErr> {
     row.try_get::<T>("", col)
 }
@@ -399,7 +408,7 @@ impl RunStore {
                claims = claims + 1, started_at = COALESCE(started_at, ?) \
              WHERE id = (SELECT id FROM runs WHERE status IN ('queued', 'running') AND due_at <= ? {filter} \
                          ORDER BY due_at LIMIT 1) \
-             RETURNING *"
+             RETURNING {RUN_COLUMNS}, last_claim_reclaimed"
         );
         let mut all: Vec<SqlValue> = vec![
             worker.into(),
@@ -530,7 +539,10 @@ impl RunStore {
     pub async fn get_run(&self, id: &str) -> Result<Option<RunRecord>, EngineError> {
         let row = self
             .db
-            .query_one_raw(stmt("SELECT * FROM runs WHERE id = ?", vec![id.into()]))
+            .query_one_raw(stmt(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"),
+                vec![id.into()],
+            ))
             .await?;
         row.as_ref().map(run_from_row).transpose()
     }
@@ -564,7 +576,7 @@ impl RunStore {
             .db
             .query_all_raw(stmt(
                 &format!(
-                    "SELECT * FROM runs {filter} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
+                    "SELECT {RUN_COLUMNS} FROM runs {filter} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
                 ),
                 page_values,
             ))
@@ -593,7 +605,7 @@ impl RunStore {
         let rows = self
             .db
             .query_all_raw(stmt(
-                "SELECT * FROM runs WHERE status IN ('queued', 'running') ORDER BY due_at LIMIT ? OFFSET ?",
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('queued', 'running') ORDER BY due_at LIMIT ? OFFSET ?"),
                 vec![
                     (limit.min(i64::MAX as u64) as i64).into(),
                     (offset.min(i64::MAX as u64) as i64).into(),

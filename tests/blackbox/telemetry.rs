@@ -16,8 +16,8 @@ use axum::routing::post;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
-use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use prost::Message;
 use serde_json::{Value, json};
 
@@ -74,7 +74,11 @@ async fn accept_traces(
         .get("x-collector-token")
         .and_then(|v| v.to_str().ok())
     {
-        collector.tokens.lock().expect("lock").push(token.to_string());
+        collector
+            .tokens
+            .lock()
+            .expect("lock")
+            .push(token.to_string());
     }
     let mut spans = collector.spans.lock().expect("lock");
     for resource_spans in request.resource_spans {
@@ -295,7 +299,10 @@ async fn logs_are_json_and_carry_no_secret_text_or_summary() {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let finished = loop {
         let run: Value = client
-            .get(format!("{}?api_key={api_key}", api.url(&format!("/runs/{run_id}"))))
+            .get(format!(
+                "{}?api_key={api_key}",
+                api.url(&format!("/runs/{run_id}"))
+            ))
             .header("x-api-key", api_key)
             .send()
             .await
@@ -303,17 +310,24 @@ async fn logs_are_json_and_carry_no_secret_text_or_summary() {
             .json()
             .await
             .expect("json");
-        if matches!(run["status"].as_str(), Some("succeeded" | "failed" | "canceled")) {
+        if matches!(
+            run["status"].as_str(),
+            Some("succeeded" | "failed" | "canceled")
+        ) {
             break run;
         }
-        assert!(std::time::Instant::now() < deadline, "run never ended: {run:#}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run never ended: {run:#}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(finished["status"], "succeeded", "{finished:#}");
 
-    // A refused credential is audited and logged, without the credential.
+    // A refused credential is audited and logged with its path, here one that carries a
+    // provider-style key: the line is written, the key is not.
     let refused = client
-        .get(api.url("/documents"))
+        .get(api.url(&format!("/runs/{wrong_bearer}")))
         .bearer_auth(wrong_bearer)
         .send()
         .await
@@ -378,6 +392,12 @@ async fn logs_are_json_and_carry_no_secret_text_or_summary() {
         assert_eq!(fields["status"], "succeeded");
         assert!(fields["duration_ms"].is_u64(), "{fields}");
     }
-    // The debug level did log requests, so the redaction had something to do.
+    // The debug level did log requests, and the denial's path went through the redactor.
     assert!(api_log.contains("request_finished"), "{api_log}");
+    assert!(
+        api_log
+            .lines()
+            .any(|l| l.contains("request denied") && l.contains("/runs/sk-[REDACTED]")),
+        "{api_log}"
+    );
 }
