@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{Env, Running, corpus, wait_for};
+use crate::support::{Env, Running, corpus, drain, wait_for};
 
 /// A running `shelf api` and its address.
 pub(crate) struct Api {
@@ -28,19 +28,7 @@ impl Api {
         let mut process = env.spawn(args);
         let stdout = process.child.stdout.take().expect("stdout");
         let stderr = process.child.stderr.take().expect("stderr");
-        // Drain stderr in the background: a full pipe would block the server's logging.
-        let log = Arc::new(Mutex::new(String::new()));
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stderr);
-            let mut line = String::new();
-            while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-                if let Ok(mut log) = sink.lock() {
-                    log.push_str(&line);
-                }
-                line.clear();
-            }
-        });
+        let log = drain(stderr);
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut reader = BufReader::new(stdout);

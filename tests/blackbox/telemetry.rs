@@ -3,8 +3,6 @@
 //! the trace of the request that created the run), and JSON logs of a whole upload → run →
 //! search that carry no secret, no document text and no generated summary.
 
-use std::io::{BufRead, BufReader};
-use std::process::ChildStderr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,8 +19,8 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use prost::Message;
 use serde_json::{Value, json};
 
-use crate::api::{Api, client, migrated, run_to_the_end, upload};
-use crate::support::Env;
+use crate::api::{Api, client, get_json, migrated, run_to_the_end, upload};
+use crate::support::{Env, drain};
 
 /// One span as the collector received it.
 #[derive(Debug, Clone)]
@@ -126,23 +124,6 @@ async fn start_collector() -> (Arc<Collector>, String) {
         let _ = axum::serve(listener, app).await;
     });
     (collector, format!("http://{addr}"))
-}
-
-/// Reads a process's stderr to the end in the background (a full pipe would block it).
-fn drain(stderr: ChildStderr) -> Arc<Mutex<String>> {
-    let log = Arc::new(Mutex::new(String::new()));
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(stderr);
-        let mut line = String::new();
-        while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-            if let Ok(mut log) = sink.lock() {
-                log.push_str(&line);
-            }
-            line.clear();
-        }
-    });
-    log
 }
 
 const STAGES: &[&str] = &["extract", "clean", "classify", "summarize", "index"];
@@ -264,25 +245,21 @@ async fn logs_are_json_and_carry_no_secret_text_or_summary() {
     let mut api = Api::start(&env);
     let mut worker = env.spawn(&["worker"]);
     let worker_log = drain(worker.child.stderr.take().expect("stderr"));
-    let client = client();
+    // Every request carries the key; some send it again as a bearer token or in the query.
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("x-api-key", api_key.parse().expect("header"));
+    let client = reqwest::Client::builder()
+        .default_headers(headers)
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client");
 
     let text = format!(
         "# Ledger notes\n\n{SENTENCE} The second sentence tells of ordinary matters.\n\n\
          More words follow so that cleaning and indexing have something to do.\n"
     );
-    let form = reqwest::multipart::Form::new().part(
-        "file",
-        reqwest::multipart::Part::bytes(text.into_bytes()).file_name("ledger.md"),
-    );
-    let reply = client
-        .post(format!("{}?api_key={api_key}", api.url("/documents")))
-        .header("x-api-key", api_key)
-        .multipart(form)
-        .send()
-        .await
-        .expect("upload");
-    assert_eq!(reply.status(), 201);
-    let doc: Value = reply.json().await.expect("json");
+    let (status, doc) = upload(&client, &api, "ledger.md", text.into_bytes()).await;
+    assert_eq!(status, 201, "{doc}");
     let doc_id = doc["id"].as_str().expect("id").to_string();
 
     let reply = client
@@ -326,7 +303,7 @@ async fn logs_are_json_and_carry_no_secret_text_or_summary() {
 
     // A refused credential is audited and logged with its path, here one that carries a
     // provider-style key: the line is written, the key is not.
-    let refused = client
+    let refused = reqwest::Client::new()
         .get(api.url(&format!("/runs/{wrong_bearer}")))
         .bearer_auth(wrong_bearer)
         .send()
@@ -335,8 +312,7 @@ async fn logs_are_json_and_carry_no_secret_text_or_summary() {
     assert_eq!(refused.status(), 401);
 
     let hits: Value = client
-        .post(api.url("/search"))
-        .header("x-api-key", api_key)
+        .post(format!("{}?api_key={api_key}", api.url("/search")))
         .json(&json!({ "query": "quillwort" }))
         .send()
         .await
@@ -344,21 +320,12 @@ async fn logs_are_json_and_carry_no_secret_text_or_summary() {
         .json()
         .await
         .expect("json");
+    let found = hits["document_ids"].as_array();
     assert!(
-        hits["document_ids"]
-            .as_array()
-            .is_some_and(|ids| ids.iter().any(|i| i == doc_id.as_str())),
+        found.is_some_and(|ids| ids.iter().any(|i| i == doc_id.as_str())),
         "{hits}"
     );
-    let document = client
-        .get(api.url(&format!("/documents/{doc_id}")))
-        .header("x-api-key", api_key)
-        .send()
-        .await
-        .expect("document")
-        .json::<Value>()
-        .await
-        .expect("json");
+    let document = get_json(&client, &api, &format!("/documents/{doc_id}")).await;
     let summary = document["summary"].as_str().unwrap_or_default().to_string();
     assert!(summary.contains(SENTENCE), "the mock summary: {document:#}");
 
