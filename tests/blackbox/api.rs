@@ -114,6 +114,19 @@ pub(crate) async fn get_json(client: &Client, api: &Api, path: &str) -> Value {
         .expect("json")
 }
 
+/// POSTs a JSON body to a full URL; the reply's JSON.
+pub(crate) async fn post_json(client: &Client, url: &str, body: &Value) -> Value {
+    client
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .expect("post")
+        .json()
+        .await
+        .expect("json")
+}
+
 /// Queues a run of a document and waits for it to end; returns the finished run.
 pub(crate) async fn run_to_the_end(client: &Client, api: &Api, document_id: &str) -> Value {
     let reply = client
@@ -239,15 +252,13 @@ async fn corpus_uploads_and_a_run_followed_to_done_with_a_real_worker() {
     )
     .await;
     assert!(content["text"].as_str().is_some_and(|t| !t.is_empty()));
-    let hits: Value = client
-        .post(api.url("/search"))
-        .json(&json!({"query": content["text"].as_str().unwrap_or("").split_whitespace().next().unwrap_or("the")}))
-        .send()
-        .await
-        .expect("search")
-        .json()
-        .await
-        .expect("json");
+    let first_word = content["text"]
+        .as_str()
+        .unwrap_or("")
+        .split_whitespace()
+        .next()
+        .unwrap_or("the");
+    let hits = post_json(&client, &api.url("/search"), &json!({"query": first_word})).await;
     assert!(
         hits["document_ids"]
             .as_array()

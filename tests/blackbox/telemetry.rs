@@ -19,7 +19,7 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use prost::Message;
 use serde_json::{Value, json};
 
-use crate::api::{Api, client, get_json, migrated, run_to_the_end, upload};
+use crate::api::{Api, client, get_json, migrated, post_json, run_to_the_end, upload};
 use crate::support::{Env, drain};
 
 /// One span as the collector received it.
@@ -311,15 +311,8 @@ async fn logs_are_json_and_carry_no_secret_text_or_summary() {
         .expect("refused");
     assert_eq!(refused.status(), 401);
 
-    let hits: Value = client
-        .post(format!("{}?api_key={api_key}", api.url("/search")))
-        .json(&json!({ "query": "quillwort" }))
-        .send()
-        .await
-        .expect("search")
-        .json()
-        .await
-        .expect("json");
+    let search = format!("{}?api_key={api_key}", api.url("/search"));
+    let hits = post_json(&client, &search, &json!({ "query": "quillwort" })).await;
     let found = hits["document_ids"].as_array();
     assert!(
         found.is_some_and(|ids| ids.iter().any(|i| i == doc_id.as_str())),
