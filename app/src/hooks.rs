@@ -1,6 +1,8 @@
 //! What Shelf adds to the engine's run transitions: the document's status moves in the same
 //! transaction as its run's, each finished stage writes the `run_stage_finished` log event,
-//! and claims, stage attempts and terminal runs are counted in the process's metrics.
+//! claims, stage attempts and terminal runs are counted in the process's metrics, and the
+//! engine's spans name the run's subject `document_id` and continue the trace of the request
+//! that created the run.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +10,8 @@ use std::time::Duration;
 use sea_orm::Statement;
 use shelf_documents::{DocumentStatus, status_after_cancel_statement, status_statement};
 use shelf_engine::{Claim, EngineError, RunHooks, RunRecord, RunStatus, StageStatus};
+use tracing::Span;
+use tracing::field::Empty;
 
 use crate::metrics::Metrics;
 
@@ -55,5 +59,39 @@ impl RunHooks for DocumentHooks {
 
     fn run_finished(&self, _run_id: &str, status: RunStatus) {
         self.metrics.run_finished(status);
+    }
+
+    fn trace_parent(&self) -> Option<String> {
+        crate::telemetry::current_traceparent()
+    }
+
+    fn claim_span(&self, run: &RunRecord) -> Span {
+        // A root span here (not a child of the worker's poll loop): its parent is the request
+        // that created the run, wherever that ran.
+        let span = tracing::info_span!(
+            parent: None,
+            "queue_claim",
+            otel.kind = "consumer",
+            run_id = %run.id,
+            document_id = %run.subject,
+            pipeline = %run.pipeline,
+            worker = run.lease_owner.as_deref().unwrap_or(""),
+            claim = run.claims,
+            outcome = Empty,
+        );
+        crate::telemetry::continue_trace(&span, run.trace_parent.as_deref());
+        span
+    }
+
+    fn stage_span(&self, run: &RunRecord, stage: &str, attempt: u32) -> Span {
+        tracing::info_span!(
+            "stage",
+            otel.name = format!("stage {stage}"),
+            run_id = %run.id,
+            document_id = %run.subject,
+            stage,
+            attempt,
+            status = Empty,
+        )
     }
 }

@@ -17,6 +17,7 @@ pub mod readiness;
 pub mod runs;
 pub mod settings;
 pub mod shelf;
+pub mod telemetry;
 pub mod uploads;
 
 pub use error::AppError;

@@ -627,6 +627,18 @@ impl Settings {
         !self.api_credentials.is_empty()
     }
 
+    /// Every secret value the settings hold (API keys, the provider credential, OTLP header
+    /// values), for the log redactor to remove wherever one would appear.
+    pub fn secrets(&self) -> Vec<&str> {
+        let keys = self.api_credentials.iter().filter_map(|c| match c {
+            Credential::Key { key, .. } => Some(key.expose()),
+            Credential::Hash { .. } => None,
+        });
+        keys.chain(self.llm_api_key.iter().map(Secret::expose))
+            .chain(self.otel_headers.iter().map(|(_, v)| v.expose()))
+            .collect()
+    }
+
     /// The effective settings for `/config`, secrets excluded: keys show only how many there
     /// are, the provider credential only whether it is set.
     pub fn redacted(&self) -> Value {
@@ -746,6 +758,19 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn secrets_lists_every_secret_value() {
+        let s = Settings::from_vars(&vars(&[
+            ("HOME", "/home/u"),
+            ("SHELF_API_KEYS", "read:reader-key,writer-key"),
+            ("SHELF_OTEL_HEADERS", "x-team=team-token"),
+        ]))
+        .unwrap();
+        let mut secrets = s.secrets();
+        secrets.sort();
+        assert_eq!(secrets, vec!["reader-key", "team-token", "writer-key"]);
     }
 
     #[test]

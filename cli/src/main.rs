@@ -5,6 +5,7 @@ mod commands;
 mod logging;
 mod output;
 mod progress;
+mod redact;
 mod signals;
 
 use std::process::ExitCode;
@@ -81,7 +82,7 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        match cli.command {
+        let result = match cli.command {
             Command::Migrate(args) => commands::migrate::run(args).await,
             Command::Import(args) => commands::import::run(args).await,
             Command::Process(args) => commands::process::run(args).await,
@@ -94,7 +95,10 @@ fn main() -> ExitCode {
             Command::Export(args) => commands::export::run(args).await,
             Command::Pipeline(command) => commands::pipeline::run(command).await,
             Command::Admin(command) => commands::admin::run(command).await,
-        }
+        };
+        // Spans still buffered are exported before the process ends, whatever the outcome.
+        logging::shutdown().await;
+        result
     });
     match result {
         Ok(code) => code,

@@ -13,6 +13,7 @@ use sea_orm::Statement;
 use serde_json::Value;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, Span};
 
 use crate::error::EngineError;
 use crate::pipeline::{
@@ -51,6 +52,37 @@ pub trait RunHooks: Send + Sync + 'static {
 
     /// Called after a run's move to a terminal state commits.
     fn run_finished(&self, _run_id: &str, _status: RunStatus) {}
+
+    /// The trace context a new run carries (a W3C `traceparent`), taken when it is submitted
+    /// or retried; [`RunHooks::claim_span`] continues it.
+    fn trace_parent(&self) -> Option<String> {
+        None
+    }
+
+    /// The span one claim of `run` executes in (the queue processing span). The engine
+    /// records `outcome` on it when the claim ends, if the span declares that field.
+    fn claim_span(&self, run: &RunRecord) -> Span {
+        tracing::info_span!(
+            "queue_claim",
+            run_id = %run.id,
+            subject = %run.subject,
+            claim = run.claims,
+            outcome = tracing::field::Empty,
+        )
+    }
+
+    /// The span one stage attempt runs in, a child of the claim's span. The engine records
+    /// `status` on it when the attempt ends, if the span declares that field.
+    fn stage_span(&self, run: &RunRecord, stage: &str, attempt: u32) -> Span {
+        tracing::info_span!(
+            "stage",
+            run_id = %run.id,
+            subject = %run.subject,
+            stage,
+            attempt,
+            status = tracing::field::Empty,
+        )
+    }
 }
 
 pub struct NoHooks;
@@ -150,6 +182,7 @@ impl Engine {
                     subject,
                     pipeline,
                     input,
+                    trace_parent: self.hooks.trace_parent(),
                 },
                 None,
                 extra,
@@ -179,6 +212,7 @@ impl Engine {
                     subject: &old.subject,
                     pipeline: &pipeline,
                     input: old.input.clone(),
+                    trace_parent: self.hooks.trace_parent(),
                 },
                 Some(&old),
                 extra,
@@ -278,13 +312,28 @@ impl Engine {
             signals.clone(),
             stop_heartbeat.clone(),
         ));
-        let result = self.drive(&claim, &guard, &signals, &shutdown).await;
+        let span = self.hooks.claim_span(&claim.run);
+        let result = self
+            .drive(&claim, &guard, &signals, &shutdown)
+            .instrument(span.clone())
+            .await;
         stop_heartbeat.cancel();
         let _ = heartbeat.await;
-        match result {
+        let result = match result {
             Err(EngineError::LeaseLost(_)) => Ok(ClaimOutcome::LeaseLost),
             other => other,
-        }
+        };
+        span.record(
+            "outcome",
+            match &result {
+                Ok(ClaimOutcome::Finished(status)) => status.as_str(),
+                Ok(ClaimOutcome::RetryScheduled { .. }) => "retry_scheduled",
+                Ok(ClaimOutcome::Released) => "released",
+                Ok(ClaimOutcome::LeaseLost) => "lease_lost",
+                Err(_) => "error",
+            },
+        );
+        result
     }
 
     async fn drive(
@@ -359,6 +408,8 @@ impl Engine {
 
         let mut tasks: JoinSet<(String, Result<Value, StageError>, Duration)> = JoinSet::new();
         let mut children: HashMap<String, CancellationToken> = HashMap::new();
+        // Each running stage's span, to record how the attempt ended.
+        let mut spans: HashMap<String, Span> = HashMap::new();
         let mut retry_due: Option<i64> = None;
         let mut failure: Option<String> = None;
         let mut canceling = false;
@@ -436,7 +487,11 @@ impl Engine {
                             cancel: child,
                             guard: Some(guard.clone()),
                         };
-                        tasks.spawn(run_stage(self.registry.clone(), stage.clone(), ctx));
+                        let span = self.hooks.stage_span(run, &stage.name, attempt);
+                        spans.insert(stage.name.clone(), span.clone());
+                        tasks.spawn(
+                            run_stage(self.registry.clone(), stage.clone(), ctx).instrument(span),
+                        );
                     }
                 }
             }
@@ -453,6 +508,7 @@ impl Engine {
                         Err(_) => return Err(EngineError::LeaseLost(run.id.clone())),
                     };
                     children.remove(&name);
+                    let span = spans.remove(&name);
                     let Some(stage) = pipeline.stage(&name) else { continue };
                     let duration_ms = elapsed.as_millis().min(i64::MAX as u128) as i64;
                     // The stage may report its cancellation before the select sees the trip.
@@ -474,7 +530,7 @@ impl Engine {
                             }).await?;
                             status.insert(name.clone(), StageStatus::Succeeded);
                             outputs.insert(name.clone(), output);
-                            self.hooks.stage_finished(run, &name, StageStatus::Succeeded, elapsed);
+                            self.stage_ended(span.as_ref(), run, &name, StageStatus::Succeeded, elapsed);
                         }
                         Err(_) if stopping => {
                             // Shutting down: the attempt did not count, the stage starts again.
@@ -486,11 +542,14 @@ impl Engine {
                                 events: vec![],
                             }).await?;
                             status.insert(name.clone(), StageStatus::Pending);
+                            if let Some(span) = &span {
+                                span.record("status", "interrupted");
+                            }
                         }
                         Err(e) if canceling || (failure.is_some() && e.code == "canceled") => {
                             self.mark_stage(guard, run, &name, StageStatus::Canceled, None, duration_ms, "stage_canceled", "canceled".into()).await?;
                             status.insert(name.clone(), StageStatus::Canceled);
-                            self.hooks.stage_finished(run, &name, StageStatus::Canceled, elapsed);
+                            self.stage_ended(span.as_ref(), run, &name, StageStatus::Canceled, elapsed);
                         }
                         Err(e) => {
                             let attempt = attempts[&name];
@@ -514,7 +573,7 @@ impl Engine {
                                     child.cancel();
                                 }
                             }
-                            self.hooks.stage_finished(run, &name, StageStatus::Failed, elapsed);
+                            self.stage_ended(span.as_ref(), run, &name, StageStatus::Failed, elapsed);
                         }
                     }
                 }
@@ -583,6 +642,25 @@ impl Engine {
             let message = format!("stages could not run: {}", stuck.join(", "));
             self.finish(guard, run, RunStatus::Failed, Some(message))
                 .await
+        }
+    }
+
+    /// A stage attempt ended: its span says how, and the hooks hear of it inside that span (so
+    /// its log line carries the trace).
+    fn stage_ended(
+        &self,
+        span: Option<&Span>,
+        run: &RunRecord,
+        name: &str,
+        status: StageStatus,
+        elapsed: Duration,
+    ) {
+        match span {
+            Some(span) => {
+                span.record("status", status.as_str());
+                span.in_scope(|| self.hooks.stage_finished(run, name, status, elapsed));
+            }
+            None => self.hooks.stage_finished(run, name, status, elapsed),
         }
     }
 

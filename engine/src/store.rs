@@ -54,6 +54,10 @@ pub struct RunRecord {
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
     pub enqueued_at: i64,
+    /// The W3C `traceparent` of whatever created the run (opaque to the engine), so the
+    /// executor's spans continue that trace.
+    #[serde(skip)]
+    pub trace_parent: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -105,6 +109,8 @@ pub struct NewRun<'a> {
     pub subject: &'a str,
     pub pipeline: &'a CompiledPipeline,
     pub input: Value,
+    /// See [`RunRecord::trace_parent`].
+    pub trace_parent: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -114,6 +120,15 @@ pub struct QueueCounts {
     pub running: i64,
     pub expired_leases: i64,
 }
+
+/// The columns a [`RunRecord`] is read from, named rather than `*`: a pooled connection that
+/// has not yet seen a migration prepares `SELECT *` with the old column list, SQLite re-prepares
+/// it with the new one when it runs, and sqlx indexes past the column metadata it kept (a
+/// panic in its worker thread). A named column it does not know yet fails the prepare instead,
+/// which SQLite retries with the fresh schema.
+const RUN_COLUMNS: &str = "id, subject, pipeline, pipeline_yaml, pipeline_sha256, input, status, stage, error, \
+     attempt, retry_of, cancel_requested, due_at, lease_owner, lease_token, claims, reclaims, \
+     enqueued_at, created_at, started_at, finished_at, trace_parent";
 
 fn get<T: sea_orm::TryGetable>(row: &QueryResult, col: &str) -> Result<T, DbErr> {
     row.try_get::<T>("", col)
@@ -148,6 +163,7 @@ fn run_from_row(row: &QueryResult) -> Result<RunRecord, EngineError> {
         started_at: get(row, "started_at")?,
         finished_at: get(row, "finished_at")?,
         enqueued_at: get(row, "enqueued_at")?,
+        trace_parent: get(row, "trace_parent")?,
         id,
     })
 }
@@ -274,8 +290,8 @@ impl RunStore {
             }
         }
         txn.execute_raw(stmt(
-            "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, input, status, attempt, retry_of, due_at, enqueued_at, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+            "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, input, status, attempt, retry_of, due_at, enqueued_at, created_at, trace_parent) \
+             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
             vec![
                 id.clone().into(),
                 new.subject.into(),
@@ -288,6 +304,7 @@ impl RunStore {
                 now.into(),
                 now.into(),
                 created.clone().into(),
+                new.trace_parent.clone().into(),
             ],
         ))
         .await?;
@@ -401,19 +418,21 @@ impl RunStore {
         };
         let id: String = get(&picked, "id")?;
         let due_at: i64 = get(&picked, "due_at")?;
-        let sql = "UPDATE runs SET \
+        let sql = format!(
+            "UPDATE runs SET \
                last_claim_reclaimed = (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
                reclaims = reclaims + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
                status = 'running', lease_owner = ?, lease_token = lease_token + 1, due_at = ?, \
                claims = claims + 1, started_at = COALESCE(started_at, ?) \
-             WHERE id = ? RETURNING *";
+             WHERE id = ? RETURNING {RUN_COLUMNS}, last_claim_reclaimed"
+        );
         let all: Vec<SqlValue> = vec![
             worker.into(),
             (now + self.lease_ms()).into(),
             now_rfc3339().into(),
             id.into(),
         ];
-        let Some(row) = txn.query_one_raw(stmt(sql, all)).await? else {
+        let Some(row) = txn.query_one_raw(stmt(&sql, all)).await? else {
             txn.rollback().await?;
             return Ok(None);
         };
@@ -536,7 +555,10 @@ impl RunStore {
     pub async fn get_run(&self, id: &str) -> Result<Option<RunRecord>, EngineError> {
         let row = self
             .db
-            .query_one_raw(stmt("SELECT * FROM runs WHERE id = ?", vec![id.into()]))
+            .query_one_raw(stmt(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"),
+                vec![id.into()],
+            ))
             .await?;
         row.as_ref().map(run_from_row).transpose()
     }
@@ -570,7 +592,7 @@ impl RunStore {
             .db
             .query_all_raw(stmt(
                 &format!(
-                    "SELECT * FROM runs {filter} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
+                    "SELECT {RUN_COLUMNS} FROM runs {filter} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
                 ),
                 page_values,
             ))
@@ -599,7 +621,7 @@ impl RunStore {
         let rows = self
             .db
             .query_all_raw(stmt(
-                "SELECT * FROM runs WHERE status IN ('queued', 'running') ORDER BY due_at LIMIT ? OFFSET ?",
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('queued', 'running') ORDER BY due_at LIMIT ? OFFSET ?"),
                 vec![
                     (limit.min(i64::MAX as u64) as i64).into(),
                     (offset.min(i64::MAX as u64) as i64).into(),

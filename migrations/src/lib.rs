@@ -6,6 +6,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261121_000001_init;
 mod m20261122_000001_extractions;
 mod m20261123_000001_pages;
+mod m20261124_000001_trace;
 
 pub struct Migrator;
 
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000001_init::Migration),
             Box::new(m20261122_000001_extractions::Migration),
             Box::new(m20261123_000001_pages::Migration),
+            Box::new(m20261124_000001_trace::Migration),
         ]
     }
 }

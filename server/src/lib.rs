@@ -15,6 +15,7 @@ pub mod model;
 pub mod openapi;
 pub mod policy;
 pub mod rate_limit;
+pub mod request_span;
 pub mod routes;
 pub mod serve;
 pub mod state;
@@ -32,7 +33,8 @@ pub use state::{AppState, ServerOptions};
 /// run before routing: an unknown path still needs a credential, and an oversized body is
 /// refused whatever route it was sent to. Outermost first:
 ///
-/// 1. request id and the request span;
+/// 1. request id, then the request span (`request_span`; the route template is recorded
+///    by a route layer once routing has matched);
 /// 2. security headers, on every response;
 /// 3. error bodies: JSON for every error, causes logged once;
 /// 4. request metrics (inside the error bodies, so a route's template reaches them);
@@ -46,6 +48,7 @@ pub fn router(state: AppState) -> Router {
     Router::new().fallback_service(inner).layer(
         ServiceBuilder::new()
             .layer(axum::middleware::from_fn(middleware::request_id))
+            .layer(axum::middleware::from_fn(request_span::request_span))
             .layer(axum::middleware::from_fn(middleware::security_headers))
             .layer(axum::middleware::from_fn(middleware::errors))
             .layer(axum::middleware::from_fn(metrics::record))

@@ -1,16 +1,14 @@
-//! The cross-cutting layers every request passes: request ids and the request span, security
+//! The cross-cutting layers every request passes: request ids, security
 //! headers, the request size limit, JSON bodies for every error (also the framework's own), the
 //! one log line per error cause, and panics turned into `server_error`.
 
 use std::any::Any;
-use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tracing::Instrument;
 
 use crate::error::{ApiError, ErrorCause, ErrorCode};
 use crate::extract::request_too_large;
@@ -36,8 +34,7 @@ fn new_request_id() -> String {
     format!("req_{:016x}", fastrand::u64(..))
 }
 
-/// Echoes or assigns `x-request-id`, and runs the request inside an INFO span (tower-http's
-/// are DEBUG, which OpenTelemetry setups filter out).
+/// Echoes or assigns `x-request-id` (the request span, a layer inside this one, carries it).
 pub async fn request_id(mut req: Request, next: Next) -> Response {
     let id = req
         .headers()
@@ -48,22 +45,8 @@ pub async fn request_id(mut req: Request, next: Next) -> Response {
     if let Some(value) = &header_value {
         req.headers_mut().insert(REQUEST_ID, value.clone());
     }
-    req.extensions_mut().insert(RequestId(id.clone()));
-    let span = tracing::info_span!(
-        "request",
-        request_id = %id,
-        method = %req.method(),
-        path = %req.uri().path(),
-    );
-    let started = Instant::now();
-    let mut response = next.run(req).instrument(span.clone()).await;
-    span.in_scope(|| {
-        tracing::debug!(
-            status = response.status().as_u16(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "request_finished"
-        );
-    });
+    req.extensions_mut().insert(RequestId(id));
+    let mut response = next.run(req).await;
     if let Some(value) = header_value {
         response.headers_mut().insert(REQUEST_ID, value);
     }

@@ -14,7 +14,7 @@ use crate::support::{Env, Running, announced, corpus, pipe_through, wait_for};
 
 /// A running `shelf api` and its address.
 pub(crate) struct Api {
-    process: Running,
+    pub(crate) process: Running,
     base: String,
     stderr: Arc<Mutex<String>>,
 }
@@ -100,6 +100,19 @@ pub(crate) async fn get_json(client: &Client, api: &Api, path: &str) -> Value {
         .send()
         .await
         .expect("get")
+        .json()
+        .await
+        .expect("json")
+}
+
+/// POSTs a JSON body to a full URL; the reply's JSON.
+pub(crate) async fn post_json(client: &Client, url: &str, body: &Value) -> Value {
+    client
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .expect("post")
         .json()
         .await
         .expect("json")
@@ -235,15 +248,13 @@ async fn corpus_uploads_and_a_run_followed_to_done_with_a_real_worker() {
     )
     .await;
     assert!(content["text"].as_str().is_some_and(|t| !t.is_empty()));
-    let hits: Value = client
-        .post(api.url("/search"))
-        .json(&json!({"query": content["text"].as_str().unwrap_or("").split_whitespace().next().unwrap_or("the")}))
-        .send()
-        .await
-        .expect("search")
-        .json()
-        .await
-        .expect("json");
+    let first_word = content["text"]
+        .as_str()
+        .unwrap_or("")
+        .split_whitespace()
+        .next()
+        .unwrap_or("the");
+    let hits = post_json(&client, &api.url("/search"), &json!({"query": first_word})).await;
     assert!(
         hits["document_ids"]
             .as_array()

@@ -5,19 +5,12 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::api::{Api, client, get_json, migrated, run_to_the_end, upload};
+use crate::api::{Api, client, get_json, migrated, post_json, run_to_the_end, upload};
 use crate::support::{Env, corpus};
 
 async fn search_total(client: &reqwest::Client, api: &Api, query: &str) -> (u64, Vec<Value>) {
-    let reply: Value = client
-        .post(api.url("/search/results"))
-        .json(&json!({ "query": query, "phrase": true }))
-        .send()
-        .await
-        .expect("search")
-        .json()
-        .await
-        .expect("json");
+    let body = json!({ "query": query, "phrase": true });
+    let reply = post_json(client, &api.url("/search/results"), &body).await;
     let results = reply["results"].as_array().cloned().unwrap_or_default();
     (reply["total"].as_u64().unwrap_or(0), results)
 }

@@ -13,4 +13,5 @@ mod ocr;
 mod okf;
 mod pages;
 mod support;
+mod telemetry;
 mod tidy;

@@ -235,3 +235,21 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Opt
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Reads a process's output to the end in the background (a full pipe would block the
+/// process); the text so far is in the returned buffer.
+pub fn drain(output: impl Read + Send + 'static) -> Arc<Mutex<String>> {
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(output);
+        let mut line = String::new();
+        while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            if let Ok(mut log) = sink.lock() {
+                log.push_str(&line);
+            }
+            line.clear();
+        }
+    });
+    log
+}

@@ -26,7 +26,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> CliResult {
     let settings = super::settings(false)?;
-    crate::logging::init(&settings, false);
+    crate::logging::init(&settings, false, false)?;
     let host = args.host.unwrap_or_else(|| settings.api_host.clone());
     let port = args.port.unwrap_or(settings.api_port);
     // The bind rule reads only settings: a refused public bind touches no storage.

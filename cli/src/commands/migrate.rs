@@ -17,7 +17,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> CliResult {
     let settings = super::settings(args.json)?;
-    crate::logging::init(&settings, true);
+    crate::logging::init(&settings, true, args.json)?;
     let conn = db::connect(&settings.database_path, 2)
         .await
         .or_fail(args.json)?;

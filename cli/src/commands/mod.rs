@@ -60,7 +60,7 @@ pub fn settings(json: bool) -> Result<Settings, Failure> {
 /// Settings, logging and an opened Shelf for a one-shot command (migrations applied).
 pub async fn open(json: bool) -> Result<Shelf, Failure> {
     let settings = settings(json)?;
-    crate::logging::init(&settings, true);
+    crate::logging::init(&settings, true, json)?;
     Shelf::open(settings)
         .await
         .map_err(|e| Failure::from_app(e, json))

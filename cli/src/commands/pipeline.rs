@@ -45,7 +45,7 @@ pub async fn run(command: Command) -> CliResult {
         Command::Check { json: true, .. } | Command::List { json: true }
     );
     let mut settings = super::settings(json)?;
-    crate::logging::init(&settings, true);
+    crate::logging::init(&settings, true, json)?;
     settings.data_dir = scratch.path().to_path_buf();
     settings.database_path = scratch.path().join("scratch.sqlite");
     let shelf = shelf_app::Shelf::open(settings).await.or_fail(json)?;

@@ -28,7 +28,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> CliResult {
     let settings = super::settings(false)?;
-    crate::logging::init(&settings, false);
+    crate::logging::init(&settings, false, false)?;
     let concurrency = args
         .concurrency
         .unwrap_or(settings.worker_concurrency)

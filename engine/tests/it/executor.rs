@@ -482,3 +482,77 @@ async fn hooks_observe_claims_with_their_queue_wait_and_terminal_runs() {
         RunStatus::Succeeded
     );
 }
+
+/// Hooks that hand out a trace context and record which spans the engine asked for.
+#[derive(Default)]
+struct TracingHooks {
+    parent: std::sync::Mutex<Option<String>>,
+    spans: std::sync::Mutex<Vec<String>>,
+}
+
+impl shelf_engine::RunHooks for TracingHooks {
+    fn trace_parent(&self) -> Option<String> {
+        self.parent.lock().unwrap().clone()
+    }
+
+    fn claim_span(&self, run: &shelf_engine::RunRecord) -> tracing::Span {
+        self.spans.lock().unwrap().push(format!(
+            "claim {} {}",
+            run.id,
+            run.trace_parent.as_deref().unwrap_or("-")
+        ));
+        tracing::Span::none()
+    }
+
+    fn stage_span(
+        &self,
+        run: &shelf_engine::RunRecord,
+        stage: &str,
+        attempt: u32,
+    ) -> tracing::Span {
+        self.spans
+            .lock()
+            .unwrap()
+            .push(format!("stage {} {stage} {attempt}", run.id));
+        tracing::Span::none()
+    }
+}
+
+#[tokio::test]
+async fn a_run_carries_the_trace_context_of_its_creator_to_its_claims() {
+    let (_dir, db) = database().await;
+    let probe = Arc::new(Probe::default());
+    let hooks = Arc::new(TracingHooks::default());
+    let config = fast_config();
+    let e = shelf_engine::Engine::new(
+        shelf_engine::RunStore::new(db.clone(), config.lease),
+        crate::common::registry(&probe),
+        hooks.clone(),
+        config,
+    );
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step }\n  b: { uses: step, needs: [a], with: { fail_times: 1, fatal: true } }\n",
+    );
+    let creator = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    *hooks.parent.lock().unwrap() = Some(creator.to_string());
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    assert_eq!(run.trace_parent.as_deref(), Some(creator));
+    let done = run_to_end(&e, &run.id).await;
+    assert_eq!(done.status, RunStatus::Failed);
+    assert_eq!(
+        hooks.spans.lock().unwrap().clone(),
+        [
+            format!("claim {} {creator}", run.id),
+            format!("stage {} a 1", run.id),
+            format!("stage {} b 1", run.id),
+        ]
+    );
+
+    // A retry continues the trace of whoever retried it; none at all is stored as none.
+    *hooks.parent.lock().unwrap() = None;
+    let retry = e.retry(&run.id).await.unwrap();
+    assert_eq!(retry.trace_parent, None);
+    let reread = e.store().get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(reread.trace_parent.as_deref(), Some(creator));
+}

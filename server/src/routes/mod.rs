@@ -54,5 +54,6 @@ pub fn routes() -> Router<AppState> {
         .route("/metrics/prometheus", get(metrics::prometheus))
         // Every route above: the response carries the matched template for the metrics.
         .route_layer(axum::middleware::from_fn(metrics::mark_route))
+        .route_layer(axum::middleware::from_fn(crate::request_span::record_route))
         .fallback(not_found)
 }

@@ -19,7 +19,7 @@ async fn health_version_and_classifications() {
     let version = app.get("/version").await.json();
     assert_eq!(version["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(version["okf_version"], "0.1");
-    assert_eq!(version["schema_version"], "m20261123_000001_pages");
+    assert_eq!(version["schema_version"], "m20261124_000001_trace");
     assert!(version["git_sha"].as_str().is_some_and(|s| !s.is_empty()));
 
     let classes = app.get("/classifications").await.json();
@@ -52,7 +52,8 @@ async fn ready_checks_storage_database_and_migrations() {
         serde_json::json!([
             "m20261121_000001_init",
             "m20261122_000001_extractions",
-            "m20261123_000001_pages"
+            "m20261123_000001_pages",
+            "m20261124_000001_trace"
         ])
     );
 
