@@ -8,6 +8,7 @@ pub mod documents_service;
 pub mod error;
 pub mod export;
 pub mod hooks;
+pub mod imports;
 pub mod okf;
 pub mod pipelines;
 pub mod providers;

@@ -64,6 +64,8 @@ pub struct Shelf {
     pub db: DatabaseConnection,
     pub documents: DocumentStore,
     pub engine: Engine,
+    /// How documents are extracted, for conversions outside a run (imports).
+    pub extraction: ExtractionSettings,
 }
 
 impl Shelf {
@@ -84,6 +86,16 @@ impl Shelf {
 
     fn assemble(settings: Settings, db: DatabaseConnection) -> Shelf {
         let documents = DocumentStore::new(db.clone(), settings.data_dir.clone());
+        let extraction = ExtractionSettings {
+            max_bytes: settings.extract_max_bytes,
+            limits: Limits {
+                timeout: Duration::from_secs(settings.extract_timeout_seconds),
+                universal_max_input_bytes: settings.universal_max_input_bytes,
+                universal_timeout: Duration::from_secs(settings.universal_timeout_seconds),
+                ..Limits::default()
+            },
+            cache: settings.extract_cache,
+        };
         let deps = StageDeps {
             documents: documents.clone(),
             provider: crate::providers::from_settings(&settings),
@@ -92,16 +104,7 @@ impl Shelf {
                 overlap_chars: settings.chunk_overlap_chars,
             },
             llm_concurrency: settings.llm_max_concurrency,
-            extraction: ExtractionSettings {
-                max_bytes: settings.extract_max_bytes,
-                limits: Limits {
-                    timeout: Duration::from_secs(settings.extract_timeout_seconds),
-                    universal_max_input_bytes: settings.universal_max_input_bytes,
-                    universal_timeout: Duration::from_secs(settings.universal_timeout_seconds),
-                    ..Limits::default()
-                },
-                cache: settings.extract_cache,
-            },
+            extraction: extraction.clone(),
             ocr: OcrStageSettings {
                 recognition: OcrSettings {
                     languages: settings.ocr_languages.clone(),
@@ -140,6 +143,7 @@ impl Shelf {
             db,
             documents,
             engine,
+            extraction,
         }
     }
 
