@@ -217,7 +217,7 @@ mod tests {
         let file = Path::new("/in/docs/sub/a.pdf");
         let layout = |mode| OutputLayout::new(&mode, OutputFormat::Markdown, src, true, data);
         let ws = layout(OutputMode::Workspace).output_for(file);
-        assert!(ws.starts_with("/data/converted/docs-"), "{ws:?}");
+        assert!(ws.to_string_lossy().starts_with("/data/converted/docs-"), "{ws:?}");
         assert!(ws.ends_with("sub/a.pdf.md"), "{ws:?}");
         assert_eq!(
             layout(OutputMode::NewDirectory("/out".into())).output_for(file),
