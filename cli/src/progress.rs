@@ -21,10 +21,8 @@ pub fn bar(len: u64) -> ProgressBar {
 pub fn files_bar(len: u64) -> ProgressBar {
     let bar = ProgressBar::new(len);
     bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{pos}/{len}] {per_sec} ETA {eta} {wide_msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("{spinner} [{pos}/{len}] {per_sec} ETA {eta} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.enable_steady_tick(Duration::from_millis(120));
     bar

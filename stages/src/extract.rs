@@ -14,13 +14,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use shelf_documents::pages::put_pages;
-use shelf_documents::{
-    Document, DocumentStore, PageRecord, PageSource, TEXT_KIND_RAW, format_for,
-};
-use tokio_util::sync::CancellationToken;
+use shelf_documents::{Document, DocumentStore, PageRecord, PageSource, TEXT_KIND_RAW, format_for};
 use shelf_engine::{Stage, StageContext, StageError};
 pub use shelf_extractors::Limits;
 use shelf_extractors::{Control, ExtractError, Extraction, Input, Kind, extractor_version};
+use tokio_util::sync::CancellationToken;
 
 use crate::StageDeps;
 use crate::errors::from_documents;

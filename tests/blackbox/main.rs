@@ -6,6 +6,7 @@ mod cli;
 mod crash;
 mod export;
 mod formats;
+mod imports;
 mod ocr;
 mod okf;
 mod pages;

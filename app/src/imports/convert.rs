@@ -73,7 +73,9 @@ impl OutputLayout {
         let parent = source.parent().unwrap_or(Path::new(""));
         match (&self.base, &self.mode) {
             (Some(base), _) => {
-                let relative = parent.strip_prefix(&self.source_root).unwrap_or(Path::new(""));
+                let relative = parent
+                    .strip_prefix(&self.source_root)
+                    .unwrap_or(Path::new(""));
                 base.join(relative).join(name)
             }
             (None, OutputMode::Subdirectory) => parent.join(SUBDIRECTORY_NAME).join(name),
@@ -150,10 +152,8 @@ pub fn markdown_to_text(markdown: &str) -> String {
     let mut out = String::with_capacity(markdown.len());
     for line in markdown.lines() {
         let trimmed = line.trim_start();
-        let is_rule = trimmed.starts_with('|')
-            && trimmed
-                .chars()
-                .all(|c| matches!(c, '|' | '-' | ':' | ' '));
+        let is_rule =
+            trimmed.starts_with('|') && trimmed.chars().all(|c| matches!(c, '|' | '-' | ':' | ' '));
         if is_rule && trimmed.contains('-') {
             continue;
         }
@@ -217,7 +217,10 @@ mod tests {
         let file = Path::new("/in/docs/sub/a.pdf");
         let layout = |mode| OutputLayout::new(&mode, OutputFormat::Markdown, src, true, data);
         let ws = layout(OutputMode::Workspace).output_for(file);
-        assert!(ws.to_string_lossy().starts_with("/data/converted/docs-"), "{ws:?}");
+        assert!(
+            ws.to_string_lossy().starts_with("/data/converted/docs-"),
+            "{ws:?}"
+        );
         assert!(ws.ends_with("sub/a.pdf.md"), "{ws:?}");
         assert_eq!(
             layout(OutputMode::NewDirectory("/out".into())).output_for(file),

@@ -254,9 +254,8 @@ pub fn status_page(
     limit: u64,
     offset: u64,
 ) -> Result<StatusPage, ImportError> {
-    let report = read_report(manifest_path, max_bytes)?.ok_or_else(|| {
-        ImportError::InvalidManifestPath("no import report at this path".into())
-    })?;
+    let report = read_report(manifest_path, max_bytes)?
+        .ok_or_else(|| ImportError::InvalidManifestPath("no import report at this path".into()))?;
     let limit = limit.clamp(1, MAX_STATUS_LIMIT);
     let total = report.files.len() as u64;
     let files = report
@@ -314,8 +313,8 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Writes the report to `path` atomically.
 pub(crate) fn write_report(path: &Path, report: &ImportReport) -> Result<(), ImportError> {
-    let bytes = serde_json::to_vec_pretty(report)
-        .map_err(|e| ImportError::Io(std::io::Error::other(e)))?;
+    let bytes =
+        serde_json::to_vec_pretty(report).map_err(|e| ImportError::Io(std::io::Error::other(e)))?;
     Ok(write_atomic(path, &bytes)?)
 }
 
@@ -434,9 +433,15 @@ mod tests {
         let page = status_page(&path, 1 << 20, 3, 5).expect("page");
         assert_eq!(page.total, 7);
         assert_eq!(
-            page.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+            page.files
+                .iter()
+                .map(|f| f.path.as_str())
+                .collect::<Vec<_>>(),
             ["f5", "f6"]
         );
-        assert_eq!(status_page(&path, 1 << 20, 5000, 0).expect("page").limit, 1000);
+        assert_eq!(
+            status_page(&path, 1 << 20, 5000, 0).expect("page").limit,
+            1000
+        );
     }
 }

@@ -121,8 +121,7 @@ impl PageManifest {
             status,
             pages: records.len() as u64,
             sources,
-            pages_with_warnings: records.iter().filter(|r| !r.warnings.is_empty()).count()
-                as u64,
+            pages_with_warnings: records.iter().filter(|r| !r.warnings.is_empty()).count() as u64,
             warnings: records.iter().map(|r| r.warnings.len() as u64).sum(),
             attempts: records.iter().map(|r| u64::from(r.attempts)).sum(),
             average_confidence: (confident > 0)
@@ -187,9 +186,8 @@ pub fn page_progress(
     max_bytes: u64,
     failures_only: bool,
 ) -> Result<PageProgress, ImportError> {
-    let report: ImportReport = read_report(manifest_path, max_bytes)?.ok_or_else(|| {
-        ImportError::InvalidManifestPath("no import report at this path".into())
-    })?;
+    let report: ImportReport = read_report(manifest_path, max_bytes)?
+        .ok_or_else(|| ImportError::InvalidManifestPath("no import report at this path".into()))?;
     let mut budget = max_bytes;
     let mut progress = PageProgress {
         manifest_path: manifest_path.display().to_string(),
@@ -260,17 +258,21 @@ mod tests {
         let m = PageManifest::from_records(Path::new("/a.pdf"), "doc_x", Some("run_1"), &records);
         assert_eq!(m.status, PagesStatus::Failed);
         assert_eq!(m.pages, 3);
-        assert_eq!((m.sources.text_layer, m.sources.ocr, m.sources.failed), (1, 1, 1));
+        assert_eq!(
+            (m.sources.text_layer, m.sources.ocr, m.sources.failed),
+            (1, 1, 1)
+        );
         assert_eq!(m.average_confidence, Some(90.0));
         assert_eq!((m.attempts, m.corrected_pages), (2, 1));
         assert_eq!(m.page_list[1].rotation_degrees, Some(180));
         assert_eq!(m.page_list[1].chars, 3);
-        assert_eq!(
-            m.page_list.iter().filter(|p| p.is_failure()).count(),
-            1
+        assert_eq!(m.page_list.iter().filter(|p| p.is_failure()).count(), 1);
+        let pending = PageManifest::from_records(
+            Path::new("/b.tif"),
+            "doc_y",
+            None,
+            &[PageRecord::pending(1)],
         );
-        let pending =
-            PageManifest::from_records(Path::new("/b.tif"), "doc_y", None, &[PageRecord::pending(1)]);
         assert_eq!(pending.status, PagesStatus::Pending);
         assert_eq!(pending.average_confidence, None);
     }

@@ -94,7 +94,8 @@ impl Boundary {
                 parts.iter().fold(canonical.clone(), |p, c| p.join(c))
             }
             Boundary::Local => {
-                let absolute = std::path::absolute(given).map_err(|e| field.error(e.to_string()))?;
+                let absolute =
+                    std::path::absolute(given).map_err(|e| field.error(e.to_string()))?;
                 match std::fs::symlink_metadata(&absolute) {
                     Ok(meta) if meta.file_type().is_symlink() => {
                         return Err(field.error("the path is a symlink"));
@@ -130,10 +131,7 @@ impl Boundary {
 /// Refuses when an existing component of `base/parts...` is a symlink, or an existing
 /// intermediate one is not a directory; a missing component ends the walk (nothing below it
 /// exists). `base` itself is trusted.
-pub(crate) fn check_components(
-    base: &Path,
-    parts: &[&std::ffi::OsStr],
-) -> Result<(), String> {
+pub(crate) fn check_components(base: &Path, parts: &[&std::ffi::OsStr]) -> Result<(), String> {
     let mut path = base.to_path_buf();
     for (index, part) in parts.iter().enumerate() {
         path.push(part);
@@ -187,7 +185,8 @@ mod tests {
         let (_dir, b, root) = setup();
         let canonical = std::fs::canonicalize(&root).expect("canon");
         assert_eq!(
-            b.resolve("docs/a.txt", PathField::Source).expect("relative"),
+            b.resolve("docs/a.txt", PathField::Source)
+                .expect("relative"),
             canonical.join("docs/a.txt")
         );
         let absolute = root.join("docs").display().to_string();
@@ -208,20 +207,50 @@ mod tests {
         symlink(&outside, root.join("linked")).expect("symlink");
         symlink(outside.join("x.txt"), root.join("docs/link.txt")).expect("symlink");
         let code = |raw: &str, field| b.resolve(raw, field).map(|_| ()).unwrap_err().code();
-        assert_eq!(code("../outside/x.txt", PathField::Source), "invalid_import_path");
-        assert_eq!(code("docs/../docs/a.txt", PathField::Source), "invalid_import_path");
         assert_eq!(
-            code(&outside.join("x.txt").display().to_string(), PathField::Source),
+            code("../outside/x.txt", PathField::Source),
             "invalid_import_path"
         );
-        assert_eq!(code("docs/link.txt", PathField::Source), "invalid_import_path");
-        assert_eq!(code("linked/x.txt", PathField::Source), "invalid_import_path");
-        assert_eq!(code("docs/missing.txt", PathField::Source), "invalid_import_path");
-        assert_eq!(code("linked/m.json", PathField::Manifest), "invalid_manifest_path");
-        assert_eq!(code("nodir/m.json", PathField::Manifest), "invalid_manifest_path");
+        assert_eq!(
+            code("docs/../docs/a.txt", PathField::Source),
+            "invalid_import_path"
+        );
+        assert_eq!(
+            code(
+                &outside.join("x.txt").display().to_string(),
+                PathField::Source
+            ),
+            "invalid_import_path"
+        );
+        assert_eq!(
+            code("docs/link.txt", PathField::Source),
+            "invalid_import_path"
+        );
+        assert_eq!(
+            code("linked/x.txt", PathField::Source),
+            "invalid_import_path"
+        );
+        assert_eq!(
+            code("docs/missing.txt", PathField::Source),
+            "invalid_import_path"
+        );
+        assert_eq!(
+            code("linked/m.json", PathField::Manifest),
+            "invalid_manifest_path"
+        );
+        assert_eq!(
+            code("nodir/m.json", PathField::Manifest),
+            "invalid_manifest_path"
+        );
         assert_eq!(code("linked", PathField::OutputDir), "invalid_output_dir");
-        assert_eq!(code("linked/new", PathField::OutputDir), "invalid_output_dir");
-        assert_eq!(code("docs/a.txt", PathField::OutputDir), "invalid_output_dir");
+        assert_eq!(
+            code("linked/new", PathField::OutputDir),
+            "invalid_output_dir"
+        );
+        assert_eq!(
+            code("docs/a.txt", PathField::OutputDir),
+            "invalid_output_dir"
+        );
         assert_eq!(
             Boundary::root(None).map(|_| ()).unwrap_err().code(),
             "invalid_import_path"

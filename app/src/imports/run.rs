@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 use super::convert::{OutputLayout, PAGES_SUFFIX, is_own_output, render};
 use super::error::ImportError;
 use super::manifest::{
-    FileRecord, FileStatus, ImportReport, REPORT_KIND, REPORT_VERSION, RecordError,
-    ReportOptions, ReportStatus, Summary, Timings, read_report, write_report,
+    FileRecord, FileStatus, ImportReport, REPORT_KIND, REPORT_VERSION, RecordError, ReportOptions,
+    ReportStatus, Summary, Timings, read_report, write_report,
 };
 use super::page_manifest::PageManifest;
 use super::paths::{Boundary, PathField, create_dir_below};
@@ -229,8 +229,7 @@ impl Import {
                 self.push(record, progress)?;
             }
         }
-        self.report.status = if cancel.is_cancelled() && self.report.files.len() < planned.len()
-        {
+        self.report.status = if cancel.is_cancelled() && self.report.files.len() < planned.len() {
             ReportStatus::Interrupted
         } else {
             ReportStatus::Completed
@@ -266,9 +265,11 @@ impl Import {
     /// failed on a file of the same size (a hot folder retries a file that changed).
     pub(crate) fn has_record(&self, path: &Path, bytes: u64) -> bool {
         let key = path.display().to_string();
-        self.report.files.iter().any(|r| {
-            r.path == key && (r.status != FileStatus::Failed || r.bytes == bytes)
-        }) || self.reusable.contains_key(&key)
+        self.report
+            .files
+            .iter()
+            .any(|r| r.path == key && (r.status != FileStatus::Failed || r.bytes == bytes))
+            || self.reusable.contains_key(&key)
     }
 
     /// Recomputes the summary and writes the manifest, when there is one.
@@ -372,7 +373,11 @@ impl Import {
                 tracing::error!(error = %e, "import ingest failed");
                 "Document ingest failed".to_string()
             };
-            let code = if e.is_user_error() { e.code() } else { "ingest_failed" };
+            let code = if e.is_user_error() {
+                e.code()
+            } else {
+                "ingest_failed"
+            };
             RecordError {
                 code: code.into(),
                 detail,

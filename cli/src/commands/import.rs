@@ -106,7 +106,11 @@ pub async fn run(args: Args) -> CliResult {
     let shelf = super::open(args.json).await?;
     let mut manifest = args.manifest.clone();
     if args.watch && manifest.is_none() {
-        manifest = Some(hot_folder_manifest(&shelf.settings.data_dir, &args.path, args.json)?);
+        manifest = Some(hot_folder_manifest(
+            &shelf.settings.data_dir,
+            &args.path,
+            args.json,
+        )?);
     }
     let request = ImportRequest {
         source_dir: path_arg(&args.path),
@@ -186,7 +190,10 @@ pub async fn run(args: Args) -> CliResult {
     }
     let s = &report.summary;
     Ok(
-        if s.failed > 0 || s.runs_failed > 0 || report.status == ReportStatus::Interrupted && !args.watch {
+        if s.failed > 0
+            || s.runs_failed > 0
+            || report.status == ReportStatus::Interrupted && !args.watch
+        {
             ExitCode::from(EXIT_FAILED)
         } else {
             ExitCode::SUCCESS
