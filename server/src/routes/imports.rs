@@ -385,3 +385,129 @@ pub struct PageProgressOut {
     pub totals: PageTotalsOut,
     pub files: Vec<FilePagesOut>,
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    use serde_json::{Value, json};
+    use shelf_app::documents::PageRecord;
+    use shelf_app::imports::manifest::{RecordError, ReportOptions, Timings};
+    use shelf_app::imports::page_manifest::{FilePages, PageProgress, PagesTotals};
+    use shelf_app::imports::{
+        FileRecord, FileStatus, ImportReport, PageManifest, ReportStatus, StatusPage, Summary,
+    };
+
+    /// The property names of a schema of the OpenAPI document.
+    fn properties(schema: &str) -> BTreeSet<String> {
+        let doc = serde_json::to_value(crate::openapi::document()).expect("openapi");
+        doc["components"]["schemas"][schema]["properties"]
+            .as_object()
+            .unwrap_or_else(|| panic!("no schema {schema}"))
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn keys(value: &Value) -> BTreeSet<String> {
+        value.as_object().expect("object").keys().cloned().collect()
+    }
+
+    /// The schemas document exactly the fields the application serializes.
+    #[test]
+    fn schemas_match_what_is_served() {
+        let record = FileRecord {
+            path: "/r/a.pdf".into(),
+            status: FileStatus::Converted,
+            output: Some("/o/a.pdf.md".into()),
+            pages_manifest: Some("/o/a.pdf.md.pages.json".into()),
+            document_id: Some("doc_0123456789abcdef".into()),
+            filename: Some("a.pdf".into()),
+            duplicate: Some(false),
+            run_id: Some("run_1".into()),
+            run_status: Some("succeeded".into()),
+            error: Some(RecordError {
+                code: "x".into(),
+                detail: "y".into(),
+            }),
+            bytes: 1,
+            reused: true,
+            finished_at: "t".into(),
+            timings: Timings::default(),
+        };
+        let report = ImportReport {
+            kind: "shelf_import_report".into(),
+            version: 1,
+            status: ReportStatus::Completed,
+            source: "/r".into(),
+            options: ReportOptions {
+                format: "md".into(),
+                output_mode: "new-directory".into(),
+                output_dir: Some("/o".into()),
+                recursive: true,
+                overwrite: false,
+                processing_mode: "none".into(),
+            },
+            started_at: "t".into(),
+            updated_at: "t".into(),
+            summary: Summary::default(),
+            files: vec![record.clone()],
+        };
+        let served = serde_json::to_value(&report).expect("report");
+        assert_eq!(keys(&served), properties("ImportReportOut"));
+        assert_eq!(keys(&served["files"][0]), properties("FileRecordOut"));
+        assert_eq!(keys(&served["summary"]), properties("ImportSummaryOut"));
+        assert_eq!(keys(&served["options"]), properties("ImportOptionsOut"));
+        assert_eq!(
+            keys(&served["files"][0]["timings"]),
+            properties("TimingsOut")
+        );
+        let page = StatusPage {
+            manifest_path: "/r/m.json".into(),
+            status: ReportStatus::Running,
+            source: "/r".into(),
+            started_at: "t".into(),
+            updated_at: "t".into(),
+            summary: Summary::default(),
+            total: 1,
+            limit: 500,
+            offset: 0,
+            files: vec![record],
+        };
+        assert_eq!(
+            keys(&serde_json::to_value(&page).expect("page")),
+            properties("ImportStatusOut")
+        );
+
+        let manifest = PageManifest::from_records(
+            Path::new("/r/a.pdf"),
+            "doc_0123456789abcdef",
+            None,
+            &[PageRecord::pending(1)],
+        );
+        let progress = PageProgress {
+            manifest_path: "/r/m.json".into(),
+            failures_only: false,
+            totals: PagesTotals::default(),
+            files: vec![FilePages {
+                path: "/r/a.pdf".into(),
+                pages_manifest: "/o/a.pdf.md.pages.json".into(),
+                manifest,
+            }],
+        };
+        let served = serde_json::to_value(&progress).expect("progress");
+        assert_eq!(keys(&served), properties("PageProgressOut"));
+        assert_eq!(keys(&served["totals"]), properties("PageTotalsOut"));
+        assert_eq!(keys(&served["files"][0]), properties("FilePagesOut"));
+        assert_eq!(
+            keys(&served["files"][0]["sources"]),
+            properties("PageSourcesOut")
+        );
+        assert_eq!(
+            keys(&served["files"][0]["page_list"][0]),
+            properties("PageEntryOut")
+        );
+        assert_eq!(json!(served["files"][0]["status"]), json!("pending"));
+    }
+}
