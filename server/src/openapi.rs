@@ -50,7 +50,7 @@ pub const BEARER_SCHEME: &str = "bearer";
         imports::ImportIn, imports::ImportReportOut, imports::ImportStatusOut,
         imports::PageProgressOut, imports::ImportSummaryOut, imports::FileRecordOut,
         imports::RecordErrorOut, imports::TimingsOut, imports::ImportOptionsOut,
-        imports::PageSourcesOut, imports::PageEntryOut, imports::FilePagesOut,
+        imports::PageSourcesOut, imports::FilePagesOut,
         imports::PageTotalsOut,
         okf::OkfConceptOut, okf::OkfBundleOut, okf::OkfSkippedOut, okf::OkfSkipReasonOut,
     )),

@@ -290,7 +290,10 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let temp = dir.join(format!(".{name}.{:016x}.tmp", rand_u64()));
+    let temp = dir.join(format!(
+        ".{name}.{:016x}.tmp",
+        crate::readiness::random_suffix()
+    ));
     let written = (|| {
         let mut file = std::fs::OpenOptions::new()
             .write(true)
@@ -316,19 +319,6 @@ pub(crate) fn write_report(path: &Path, report: &ImportReport) -> Result<(), Imp
     let bytes =
         serde_json::to_vec_pretty(report).map_err(|e| ImportError::Io(std::io::Error::other(e)))?;
     Ok(write_atomic(path, &bytes)?)
-}
-
-/// A random number for temporary names (no dependency needed for this).
-fn rand_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    hasher.finish()
 }
 
 #[cfg(test)]

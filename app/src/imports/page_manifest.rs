@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use shelf_documents::{PageRecord, PageSource};
+use shelf_documents::{ListedPage, PageRecord, PageSource};
 
 use super::error::ImportError;
 use super::manifest::{ImportReport, read_capped, read_report};
@@ -36,30 +36,6 @@ pub struct SourceCounts {
     pub pending: u64,
 }
 
-/// One page, without its text.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PageEntry {
-    pub number: u32,
-    pub source: PageSource,
-    pub chars: u64,
-    pub confidence: Option<f64>,
-    /// Rotation OCR selected to make the page upright.
-    pub rotation_degrees: Option<u32>,
-    pub attempts: u32,
-    pub corrected: bool,
-    pub warnings: Vec<String>,
-    pub error: Option<String>,
-    /// The kept page image, relative to the data directory.
-    pub image_path: Option<String>,
-}
-
-impl PageEntry {
-    /// A failed page, or one with an error or warnings.
-    pub fn is_failure(&self) -> bool {
-        self.source == PageSource::Failed || self.error.is_some() || !self.warnings.is_empty()
-    }
-}
-
 /// The sidecar.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PageManifest {
@@ -80,7 +56,7 @@ pub struct PageManifest {
     pub average_confidence: Option<f64>,
     pub corrected_pages: u64,
     /// The first [`MAX_LISTED_PAGES`] pages.
-    pub page_list: Vec<PageEntry>,
+    pub page_list: Vec<ListedPage>,
     pub page_list_truncated: bool,
 }
 
@@ -130,18 +106,7 @@ impl PageManifest {
             page_list: records
                 .iter()
                 .take(MAX_LISTED_PAGES)
-                .map(|r| PageEntry {
-                    number: r.number,
-                    source: r.source,
-                    chars: r.text.chars().count() as u64,
-                    confidence: r.confidence,
-                    rotation_degrees: r.rotation_degrees,
-                    attempts: r.attempts,
-                    corrected: r.corrected,
-                    warnings: r.warnings.clone(),
-                    error: r.error.clone(),
-                    image_path: r.image_path.clone(),
-                })
+                .map(ListedPage::from)
                 .collect(),
             page_list_truncated: records.len() > MAX_LISTED_PAGES,
         }
@@ -224,7 +189,7 @@ pub fn page_progress(
         totals.corrected_pages += manifest.corrected_pages;
         totals.attempts += manifest.attempts;
         if failures_only {
-            manifest.page_list.retain(PageEntry::is_failure);
+            manifest.page_list.retain(ListedPage::is_failure);
             if manifest.page_list.is_empty() {
                 continue;
             }

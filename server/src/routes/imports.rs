@@ -10,6 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiJson, ApiQuery, page_limit, page_offset};
+use crate::model::PageOut;
 use crate::routes::documents::query_bool;
 use crate::state::AppState;
 
@@ -319,25 +320,6 @@ pub struct PageSourcesOut {
     pub pending: u64,
 }
 
-/// One page of a page manifest, without its text.
-#[derive(Serialize, ToSchema)]
-#[allow(dead_code)]
-pub struct PageEntryOut {
-    pub number: u32,
-    /// `text_layer`, `ocr`, `failed` or `pending`.
-    pub source: String,
-    pub chars: u64,
-    pub confidence: Option<f64>,
-    /// The rotation OCR selected.
-    pub rotation_degrees: Option<u32>,
-    pub attempts: u32,
-    pub corrected: bool,
-    pub warnings: Vec<String>,
-    pub error: Option<String>,
-    /// The kept page image, relative to the data directory.
-    pub image_path: Option<String>,
-}
-
 /// One file's page manifest.
 #[derive(Serialize, ToSchema)]
 #[allow(dead_code)]
@@ -360,7 +342,7 @@ pub struct FilePagesOut {
     pub average_confidence: Option<f64>,
     pub corrected_pages: u64,
     /// At most 1000 pages (filtered by `failures_only`).
-    pub page_list: Vec<PageEntryOut>,
+    pub page_list: Vec<PageOut>,
     pub page_list_truncated: bool,
 }
 
@@ -506,7 +488,7 @@ mod tests {
         );
         assert_eq!(
             keys(&served["files"][0]["page_list"][0]),
-            properties("PageEntryOut")
+            properties("PageOut")
         );
         assert_eq!(json!(served["files"][0]["status"]), json!("pending"));
     }
