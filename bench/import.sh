@@ -9,14 +9,17 @@
 #
 # Release build, loopback only, a fresh data directory per case, a manifest written after
 # every file (as a real import would), outputs in workspace mode. Temporary directories are
-# removed at the end (KEEP=1 keeps them). Prints a Markdown table; see docs/PERFORMANCE.md.
+# removed at the end (KEEP=1 keeps them). BIN=PATH uses that binary instead of building.
+# Prints a Markdown table; see docs/PERFORMANCE.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CORPUS=${CORPUS:-/work/shared/corpus}
 TARGET=${CARGO_TARGET_DIR:-target}
-cargo build --release -p shelf-cli >&2
-SHELF=$TARGET/release/shelf
+if [[ -n "${BIN:-}" ]]; then SHELF=$BIN; else
+  cargo build --release -p shelf-cli >&2
+  SHELF=$TARGET/release/shelf
+fi
 
 WORK=$(mktemp -d)
 PIDS=()
