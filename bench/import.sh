@@ -59,7 +59,7 @@ for mode in none process; do
     --json >"$WORK/cli-$mode.out" || true
   secs=$(python3 -c "print(round($(now) - $start, 2))")
   read -r converted failed < <(python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['summary']; print(s['converted'], s['failed'])" "$WORK/cli-$mode.out")
-  rss=$(( $(cat "$WORK/rss") / 1024 ))
+  rss=$(( $(tail -n 1 "$WORK/rss") / 1024 ))
   echo "| shelf import | $mode | $FILES | $converted | $failed | $secs | $(rate "$FILES" "$secs") | $rss |"
 
   # API: the server's peak RSS (VmHWM) after the request.
