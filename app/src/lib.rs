@@ -9,6 +9,7 @@ pub mod documents_service;
 pub mod error;
 pub mod export;
 pub mod hooks;
+pub mod imports;
 pub mod metrics;
 pub mod okf;
 pub mod pipelines;

@@ -77,7 +77,7 @@ impl Shelf {
         let probe = self
             .settings
             .data_dir
-            .join(format!(".ready-probe-{:016x}", probe_suffix()));
+            .join(format!(".ready-probe-{:016x}", random_suffix()));
         let result = async {
             let mut file = tokio::fs::OpenOptions::new()
                 .write(true)
@@ -98,8 +98,9 @@ impl Shelf {
     }
 }
 
-/// A random probe name without a new dependency: the std hasher is randomly keyed per process.
-fn probe_suffix() -> u64 {
+/// A random suffix for probe and temporary file names without a new dependency: the std
+/// hasher is randomly keyed per process.
+pub(crate) fn random_suffix() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u128(

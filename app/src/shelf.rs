@@ -67,6 +67,8 @@ pub struct Shelf {
     pub engine: Engine,
     /// This process's metrics (`/metrics`, a worker's `--metrics-port`).
     pub metrics: Arc<Metrics>,
+    /// How documents are extracted, for conversions outside a run (imports).
+    pub extraction: ExtractionSettings,
 }
 
 impl Shelf {
@@ -82,6 +84,16 @@ impl Shelf {
 
     fn assemble(settings: Settings, db: DatabaseConnection) -> Shelf {
         let documents = DocumentStore::new(db.clone(), settings.data_dir.clone());
+        let extraction = ExtractionSettings {
+            max_bytes: settings.extract_max_bytes,
+            limits: Limits {
+                timeout: Duration::from_secs(settings.extract_timeout_seconds),
+                universal_max_input_bytes: settings.universal_max_input_bytes,
+                universal_timeout: Duration::from_secs(settings.universal_timeout_seconds),
+                ..Limits::default()
+            },
+            cache: settings.extract_cache,
+        };
         let deps = StageDeps {
             documents: documents.clone(),
             provider: crate::providers::from_settings(&settings),
@@ -90,16 +102,7 @@ impl Shelf {
                 overlap_chars: settings.chunk_overlap_chars,
             },
             llm_concurrency: settings.llm_max_concurrency,
-            extraction: ExtractionSettings {
-                max_bytes: settings.extract_max_bytes,
-                limits: Limits {
-                    timeout: Duration::from_secs(settings.extract_timeout_seconds),
-                    universal_max_input_bytes: settings.universal_max_input_bytes,
-                    universal_timeout: Duration::from_secs(settings.universal_timeout_seconds),
-                    ..Limits::default()
-                },
-                cache: settings.extract_cache,
-            },
+            extraction: extraction.clone(),
             ocr: OcrStageSettings {
                 recognition: OcrSettings {
                     languages: settings.ocr_languages.clone(),
@@ -142,6 +145,7 @@ impl Shelf {
             documents,
             engine,
             metrics,
+            extraction,
         }
     }
 

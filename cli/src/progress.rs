@@ -17,6 +17,17 @@ pub fn bar(len: u64) -> ProgressBar {
     bar
 }
 
+/// A bar over files with their rate and the time left (imports).
+pub fn files_bar(len: u64) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{pos}/{len}] {per_sec} ETA {eta} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
 /// Awaits `work` while showing `label: stage` of the document's newest run on `bar`.
 pub async fn track<T>(
     shelf: &Shelf,

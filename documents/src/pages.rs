@@ -136,6 +136,30 @@ pub struct ListedPage {
     pub image_path: Option<String>,
 }
 
+impl ListedPage {
+    /// A failed page, or one with an error or warnings (what `failures_only` keeps).
+    pub fn is_failure(&self) -> bool {
+        self.source == PageSource::Failed || self.error.is_some() || !self.warnings.is_empty()
+    }
+}
+
+impl From<&PageRecord> for ListedPage {
+    fn from(r: &PageRecord) -> Self {
+        ListedPage {
+            number: r.number,
+            source: r.source,
+            confidence: r.confidence,
+            rotation_degrees: r.rotation_degrees,
+            chars: r.text.chars().count() as u64,
+            attempts: r.attempts,
+            corrected: r.corrected,
+            warnings: r.warnings.clone(),
+            error: r.error.clone(),
+            image_path: r.image_path.clone(),
+        }
+    }
+}
+
 /// Counts over all of a run's pages.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PageSummary {

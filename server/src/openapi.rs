@@ -15,7 +15,7 @@ use crate::error::{ErrorBody, ErrorDetail, LocSegment, ValidationIssue};
 use crate::metrics;
 use crate::model::*;
 use crate::policy::{Access, required_access};
-use crate::routes::{documents, events, okf, runs, search, service};
+use crate::routes::{documents, events, imports, okf, runs, search, service};
 
 /// Names of the two security schemes; either one satisfies a protected operation.
 pub const API_KEY_SCHEME: &str = "api_key";
@@ -32,6 +32,7 @@ pub const BEARER_SCHEME: &str = "bearer";
         documents::upload, documents::batch, documents::list, documents::get, documents::delete,
         documents::reprocess, documents::content, documents::pages, documents::export,
         okf::concept, okf::bundle,
+        imports::create, imports::status, imports::page_manifest,
         runs::create, runs::list, runs::get, runs::cancel, runs::retry,
         events::lines, events::records, events::stream_lines, events::stream_records,
         search::ids, search::results, search::facets,
@@ -48,11 +49,17 @@ pub const BEARER_SCHEME: &str = "bearer";
         EventRecordOut, EventLines, EventRecords, SseEvent,
         SearchIn, FacetsIn, DocumentStatusIn, SearchScopeIn, MatchModeIn, SearchIdsOut, SearchHitOut, SearchResultsOut, FacetCountOut, FacetsOut,
         Health, Ready, Version, Classifications, ConfigOut,
+        imports::ImportIn, imports::ImportReportOut, imports::ImportStatusOut,
+        imports::PageProgressOut, imports::ImportSummaryOut, imports::FileRecordOut,
+        imports::RecordErrorOut, imports::TimingsOut, imports::ImportOptionsOut,
+        imports::PageSourcesOut, imports::FilePagesOut,
+        imports::PageTotalsOut,
         okf::OkfConceptOut, okf::OkfBundleOut, okf::OkfSkippedOut, okf::OkfSkipReasonOut,
     )),
     modifiers(&Envelope),
     tags(
         (name = "documents", description = "Uploads and stored documents"),
+        (name = "imports", description = "Server-side imports under SHELF_API_IMPORT_ROOT, their manifests and page manifests"),
         (name = "runs", description = "Processing runs"),
         (name = "events", description = "Run events: pages and server-sent event streams"),
         (name = "search", description = "Full-text search (read scope)"),

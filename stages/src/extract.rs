@@ -14,10 +14,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use shelf_documents::pages::put_pages;
-use shelf_documents::{DocumentStore, PageRecord, PageSource, TEXT_KIND_RAW, format_for};
+use shelf_documents::{Document, DocumentStore, PageRecord, PageSource, TEXT_KIND_RAW, format_for};
 use shelf_engine::{Stage, StageContext, StageError};
 pub use shelf_extractors::Limits;
 use shelf_extractors::{Control, ExtractError, Extraction, Input, Kind, extractor_version};
+use tokio_util::sync::CancellationToken;
 
 use crate::StageDeps;
 use crate::errors::from_documents;
@@ -96,61 +97,14 @@ impl Extract {
             .get(&ctx.subject)
             .await
             .map_err(from_documents)?;
-        let path = self
-            .documents
-            .open_source(&document)
-            .await
-            .map_err(from_documents)?;
-        let format = format_for(&document.extension).ok_or_else(|| {
-            StageError::fatal(
-                "unsupported_file_type",
-                format!("no extractor for .{} files", document.extension),
-            )
-        })?;
-        if document.byte_size > self.settings.max_bytes {
-            return Err(StageError::fatal(
-                "file_too_large",
-                format!(
-                    "the file has {} bytes; the extractor reads at most {} (SHELF_EXTRACT_MAX_BYTES)",
-                    document.byte_size, self.settings.max_bytes
-                ),
-            ));
-        }
-        let version = extractor_version(format.kind);
+        let DocumentExtraction {
+            extraction,
+            pages,
+            from_cache,
+            extractor: version,
+            media_type,
+        } = extract_document(&self.documents, &self.settings, &document, &ctx.cancel).await?;
         let db = &self.documents.db;
-        let cached = if self.settings.cache {
-            shelf_documents::cached_extraction(db, &document.sha256, version)
-                .await
-                .map_err(from_documents)?
-        } else {
-            None
-        };
-        let from_cache = cached.is_some();
-        let extraction = match cached {
-            Some(extraction) => extraction,
-            None => {
-                let bytes = tokio::fs::read(&path).await.map_err(|e| {
-                    StageError::retryable("io_error", format!("cannot read the source: {e}"))
-                })?;
-                // Content-addressed: the bytes must still be the ones the id names.
-                if hex::encode(Sha256::digest(&bytes)) != document.sha256 {
-                    return Err(StageError::fatal(
-                        "source_changed",
-                        "the source file changed since it was ingested; ingest it again",
-                    ));
-                }
-                let extraction = self
-                    .extract_off_thread(format.kind, path, bytes, &document.extension, ctx)
-                    .await?;
-                if self.settings.cache {
-                    shelf_documents::cache_extraction(db, &document.sha256, version, &extraction)
-                        .await
-                        .map_err(from_documents)?;
-                }
-                extraction
-            }
-        };
-        let pages = page_records(format.kind, &extraction);
         let ocr_pages: Vec<u32> = pages
             .iter()
             .filter(|p| p.source == PageSource::Pending)
@@ -184,7 +138,7 @@ impl Extract {
             "text_id": saved.id,
             "chars": saved.chars,
             "encoding": metadata.encoding,
-            "media_type": format.media_type,
+            "media_type": media_type,
             "extractor": version,
             "from_cache": from_cache,
             "page_count": metadata.page_count.or_else(|| (!extraction.pages.is_empty()).then_some(extraction.pages.len() as u32)),
@@ -199,59 +153,147 @@ impl Extract {
             "page_records": pages.len(),
         }))
     }
+}
 
-    /// Runs the extractor on the blocking pool. Cancellation of the run trips the extractor's
-    /// control and then waits for it to stop, so a killed converter is gone before the stage
-    /// returns.
-    async fn extract_off_thread(
-        &self,
-        kind: Kind,
-        path: std::path::PathBuf,
-        bytes: Vec<u8>,
-        extension: &str,
-        ctx: &StageContext,
-    ) -> Result<Extraction, StageError> {
-        let control = Control::new(Arc::new(AtomicBool::new(false)));
-        let limits = self.settings.limits.clone();
-        let extension = extension.to_string();
-        let worker_control = control.clone();
-        let mut task = tokio::task::spawn_blocking(move || {
-            shelf_extractors::extract(
-                kind,
-                Input {
-                    path: &path,
-                    bytes: &bytes,
-                    extension: &extension,
-                },
-                &limits,
-                &worker_control,
-            )
-        });
-        let joined = tokio::select! {
-            joined = &mut task => joined,
-            _ = ctx.cancel.cancelled() => {
-                control.cancel();
-                // The extractor checks its control between pieces of work; a stuck parser is
-                // not waited for past a grace period (its thread ends when the parser does).
-                let _ = tokio::time::timeout(Duration::from_secs(10), &mut task).await;
-                return Err(StageError::canceled());
-            }
-        };
-        let result = joined.map_err(|e| {
-            tracing::error!(run_id = %ctx.run_id, error = %e, "extraction task failed");
-            StageError::fatal("extractor_crashed", ExtractError::crashed().detail)
-        })?;
-        result.map_err(|e| {
-            if e.code == "extractor_crashed" {
-                tracing::error!(run_id = %ctx.run_id, kind = ?kind, "extractor panicked");
-            }
-            if e.retryable {
-                StageError::retryable(e.code, e.detail)
-            } else {
-                StageError::fatal(e.code, e.detail)
-            }
-        })
+/// A document's extraction as the `extract` stage makes it, for callers outside a run too
+/// (imports convert documents they do not process).
+pub struct DocumentExtraction {
+    pub extraction: Extraction,
+    /// The page records of a paged document (PDF, image) as extracted; empty for the others.
+    pub pages: Vec<PageRecord>,
+    pub from_cache: bool,
+    /// The extractor and its version (`pdf@3`).
+    pub extractor: &'static str,
+    pub media_type: &'static str,
+}
+
+/// Reads a document's source and extracts it with its format's extractor, through the
+/// extraction cache: checks the size cap and that the bytes are still the ones the document
+/// id names. Cancellation trips the extractor's control.
+pub async fn extract_document(
+    documents: &DocumentStore,
+    settings: &ExtractionSettings,
+    document: &Document,
+    cancel: &CancellationToken,
+) -> Result<DocumentExtraction, StageError> {
+    let path = documents
+        .open_source(document)
+        .await
+        .map_err(from_documents)?;
+    let format = format_for(&document.extension).ok_or_else(|| {
+        StageError::fatal(
+            "unsupported_file_type",
+            format!("no extractor for .{} files", document.extension),
+        )
+    })?;
+    if document.byte_size > settings.max_bytes {
+        return Err(StageError::fatal(
+            "file_too_large",
+            format!(
+                "the file has {} bytes; the extractor reads at most {} (SHELF_EXTRACT_MAX_BYTES)",
+                document.byte_size, settings.max_bytes
+            ),
+        ));
     }
+    let version = extractor_version(format.kind);
+    let db = &documents.db;
+    let cached = if settings.cache {
+        shelf_documents::cached_extraction(db, &document.sha256, version)
+            .await
+            .map_err(from_documents)?
+    } else {
+        None
+    };
+    let from_cache = cached.is_some();
+    let extraction = match cached {
+        Some(extraction) => extraction,
+        None => {
+            let bytes = tokio::fs::read(&path).await.map_err(|e| {
+                StageError::retryable("io_error", format!("cannot read the source: {e}"))
+            })?;
+            // Content-addressed: the bytes must still be the ones the id names.
+            if hex::encode(Sha256::digest(&bytes)) != document.sha256 {
+                return Err(StageError::fatal(
+                    "source_changed",
+                    "the source file changed since it was ingested; ingest it again",
+                ));
+            }
+            let extraction = extract_off_thread(
+                format.kind,
+                path,
+                bytes,
+                &document.extension,
+                &settings.limits,
+                cancel,
+            )
+            .await?;
+            if settings.cache {
+                shelf_documents::cache_extraction(db, &document.sha256, version, &extraction)
+                    .await
+                    .map_err(from_documents)?;
+            }
+            extraction
+        }
+    };
+    Ok(DocumentExtraction {
+        pages: page_records(format.kind, &extraction),
+        extraction,
+        from_cache,
+        extractor: version,
+        media_type: format.media_type,
+    })
+}
+
+/// Runs the extractor on the blocking pool. Cancellation trips the extractor's control and
+/// then waits for it to stop, so a killed converter is gone before the caller returns.
+async fn extract_off_thread(
+    kind: Kind,
+    path: std::path::PathBuf,
+    bytes: Vec<u8>,
+    extension: &str,
+    limits: &Limits,
+    cancel: &CancellationToken,
+) -> Result<Extraction, StageError> {
+    let control = Control::new(Arc::new(AtomicBool::new(false)));
+    let limits = limits.clone();
+    let extension = extension.to_string();
+    let worker_control = control.clone();
+    let mut task = tokio::task::spawn_blocking(move || {
+        shelf_extractors::extract(
+            kind,
+            Input {
+                path: &path,
+                bytes: &bytes,
+                extension: &extension,
+            },
+            &limits,
+            &worker_control,
+        )
+    });
+    let joined = tokio::select! {
+        joined = &mut task => joined,
+        _ = cancel.cancelled() => {
+            control.cancel();
+            // The extractor checks its control between pieces of work; a stuck parser is
+            // not waited for past a grace period (its thread ends when the parser does).
+            let _ = tokio::time::timeout(Duration::from_secs(10), &mut task).await;
+            return Err(StageError::canceled());
+        }
+    };
+    let result = joined.map_err(|e| {
+        tracing::error!(error = %e, "extraction task failed");
+        StageError::fatal("extractor_crashed", ExtractError::crashed().detail)
+    })?;
+    result.map_err(|e| {
+        if e.code == "extractor_crashed" {
+            tracing::error!(kind = ?kind, "extractor panicked");
+        }
+        if e.retryable {
+            StageError::retryable(e.code, e.detail)
+        } else {
+            StageError::fatal(e.code, e.detail)
+        }
+    })
 }
 
 /// The page records of a paged document (PDF, image) as extracted: text-layer pages with

@@ -8,6 +8,7 @@ mod crash;
 mod export;
 mod formats;
 mod fresh;
+mod imports;
 mod metrics;
 mod ocr;
 mod okf;

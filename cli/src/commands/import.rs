@@ -1,15 +1,21 @@
-//! `shelf import PATH`: ingest a file or every file of a directory, then process each
-//! document here, queue it for a worker, or only store it.
+//! `shelf import PATH`: the CLI's `POST /imports`. Ingests a file or the files of a directory
+//! in place, processes, queues or only stores each, and converts it to Markdown or text in the
+//! output mode asked for, with a manifest that `--resume` continues after Ctrl-C or a crash.
+//! `--watch` keeps importing what lands in a hot folder. The CLI is local: any path its user
+//! gives is accepted (no import root), but symlinks are never followed.
 
-use indicatif::ProgressBar;
-use serde::Serialize;
-use shelf_app::{ProcessingMode, Shelf};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use shelf_app::imports::{
+    Boundary, FileRecord, FileStatus, ImportError, ImportLimits, ImportReport, ImportRequest,
+    Progress, ReportStatus,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::CliResult;
-use crate::output::{EXIT_FAILED, EXIT_NOT_FOUND, Failure, print_json};
+use crate::output::{EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, Failure, print_json};
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum Mode {
@@ -17,18 +23,36 @@ pub enum Mode {
     Process,
     /// Queue a run for `shelf worker`.
     Queue,
-    /// Only ingest.
+    /// Only ingest and convert.
     None,
 }
 
-impl From<Mode> for ProcessingMode {
-    fn from(m: Mode) -> Self {
-        match m {
-            Mode::Process => ProcessingMode::Process,
-            Mode::Queue => ProcessingMode::Queue,
-            Mode::None => ProcessingMode::None,
+impl Mode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Mode::Process => "process",
+            Mode::Queue => "queue",
+            Mode::None => "none",
         }
     }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    Md,
+    Txt,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum OutputMode {
+    /// `<data_dir>/converted` (a subdirectory per directory import).
+    Workspace,
+    /// Under `--output-dir`.
+    NewDirectory,
+    /// Beside each source.
+    Original,
+    /// In `shelf-converted/` beside the sources.
+    Subdirectory,
 }
 
 #[derive(clap::Args)]
@@ -44,226 +68,221 @@ pub struct Args {
     /// Descend into subdirectories.
     #[arg(long, short)]
     recursive: bool,
+    /// Format of the converted files.
+    #[arg(long, value_enum, default_value = "md")]
+    format: Format,
+    /// Where converted files go.
+    #[arg(long, value_enum, default_value = "workspace")]
+    output_mode: OutputMode,
+    /// The directory of `--output-mode new-directory` (created when missing).
+    #[arg(long)]
+    output_dir: Option<PathBuf>,
+    /// Replace existing outputs (otherwise their files are skipped).
+    #[arg(long)]
+    overwrite: bool,
+    /// Write the import report here after every file.
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    /// Take over the manifest's converted files and do only the rest.
+    #[arg(long, requires = "manifest")]
+    resume: bool,
+    /// Keep watching PATH (a directory) and import each new file once it stops growing.
+    /// Without `--manifest`, the manifest is `<data_dir>/hot-folders/<name>-<hash>.json`.
+    #[arg(long)]
+    watch: bool,
+    /// How often `--watch` looks at the folder, in milliseconds.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(50..))]
+    poll_ms: u64,
     /// Print the import report as JSON.
     #[arg(long)]
     json: bool,
 }
 
-#[derive(Serialize)]
-struct Record {
-    path: String,
-    status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    document_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    filename: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    duplicate: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    run_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    run_status: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<serde_json::Value>,
-}
-
-#[derive(Serialize, Default)]
-struct Summary {
-    files: usize,
-    ingested: usize,
-    duplicates: usize,
-    failed: usize,
-    runs_succeeded: usize,
-    runs_failed: usize,
-    runs_queued: usize,
-}
-
-fn collect(path: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for entry in entries {
-        let hidden = entry
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with('.'));
-        let meta = std::fs::symlink_metadata(&entry)?;
-        if hidden || meta.file_type().is_symlink() {
-            continue;
-        }
-        if meta.is_dir() {
-            if recursive {
-                collect(&entry, recursive, out)?;
-            }
-        } else if meta.is_file() {
-            out.push(entry);
-        }
-    }
-    Ok(())
+fn path_arg(path: &std::path::Path) -> String {
+    path.display().to_string()
 }
 
 pub async fn run(args: Args) -> CliResult {
     let shelf = super::open(args.json).await?;
-    let meta = std::fs::metadata(&args.path).map_err(|e| Failure {
-        detail: format!("cannot read {}: {e}", args.path.display()),
-        code: "not_found".into(),
-        exit: EXIT_NOT_FOUND,
-        json: args.json,
-    })?;
-    let mut files = Vec::new();
-    if meta.is_dir() {
-        collect(&args.path, args.recursive, &mut files).map_err(|e| Failure {
-            detail: format!("cannot list {}: {e}", args.path.display()),
-            code: "invalid_import_path".into(),
-            exit: EXIT_FAILED,
-            json: args.json,
-        })?;
-    } else {
-        files.push(args.path.clone());
+    let mut manifest = args.manifest.clone();
+    if args.watch && manifest.is_none() {
+        manifest = Some(hot_folder_manifest(
+            &shelf.settings.data_dir,
+            &args.path,
+            args.json,
+        )?);
     }
-
-    let bar = crate::progress::bar(files.len() as u64);
-    // Ctrl-C stops after the current file; its run goes back to the queue for `shelf worker`.
+    let request = ImportRequest {
+        source_dir: path_arg(&args.path),
+        format: Some(
+            match args.format {
+                Format::Md => "md",
+                Format::Txt => "txt",
+            }
+            .into(),
+        ),
+        output_mode: Some(
+            match args.output_mode {
+                OutputMode::Workspace => "workspace",
+                OutputMode::NewDirectory => "new-directory",
+                OutputMode::Original => "original",
+                OutputMode::Subdirectory => "subdirectory",
+            }
+            .into(),
+        ),
+        output_dir: args.output_dir.as_deref().map(path_arg),
+        recursive: Some(args.recursive),
+        overwrite: Some(args.overwrite),
+        processing_mode: Some(args.mode.as_str().into()),
+        manifest_path: manifest.as_deref().map(path_arg),
+        resume: Some(args.resume || args.watch),
+        pipeline: args.pipeline.clone(),
+    };
+    // Local: no import root and no file or byte cap; manifests keep the API's read cap.
+    let limits = ImportLimits {
+        max_files: None,
+        max_bytes: None,
+        max_manifest_bytes: shelf.settings.api_max_import_manifest_bytes,
+    };
+    // Ctrl-C stops after the current file: the manifest keeps every finished file for
+    // `--resume`, and a run cut short goes back to the queue for `shelf worker`.
     let shutdown = CancellationToken::new();
     crate::signals::stop_on_signal(shutdown.clone());
-    let mut summary = Summary {
-        files: files.len(),
-        ..Summary::default()
+    let bar = crate::progress::files_bar(0);
+    let json = args.json;
+    let mut on_file = |p: Progress<'_>| {
+        bar.set_length(p.total.max(p.done));
+        bar.set_position(p.done);
+        bar.set_message(p.record.path.clone());
+        if !json {
+            bar.suspend(|| print_record(p.record));
+        }
     };
-    let mut records = Vec::with_capacity(files.len());
-    for file in &files {
-        bar.set_message(file.display().to_string());
-        if shutdown.is_cancelled() {
-            break;
+    let report = if args.watch {
+        if !json {
+            eprintln!(
+                "watching {} (Ctrl-C stops; manifest {})",
+                args.path.display(),
+                manifest.as_deref().map(path_arg).unwrap_or_default()
+            );
         }
-        let record = import_one(&shelf, file, &args, &bar, &shutdown).await;
-        match record.status {
-            "failed" => summary.failed += 1,
-            _ => summary.ingested += 1,
-        }
-        summary.duplicates += usize::from(record.duplicate == Some(true));
-        match record.run_status.as_deref() {
-            Some("succeeded") => summary.runs_succeeded += 1,
-            Some("queued") => summary.runs_queued += 1,
-            Some(_) => summary.runs_failed += 1,
-            None => {}
-        }
-        if !args.json {
-            bar.suspend(|| print_record(&record));
-        }
-        records.push(record);
-        bar.inc(1);
-    }
+        shelf
+            .watch_folder(
+                &request,
+                &Boundary::Local,
+                limits,
+                Duration::from_millis(args.poll_ms),
+                &shutdown,
+                &mut on_file,
+            )
+            .await
+    } else {
+        shelf
+            .import(&request, &Boundary::Local, limits, &shutdown, &mut on_file)
+            .await
+    };
     bar.finish_and_clear();
-    if args.json {
-        print_json(&serde_json::json!({ "summary": summary, "files": records }));
+    let report = report.map_err(|e| failure(e, json))?;
+    if json {
+        print_json(&report);
     } else {
-        println!(
-            "{} file(s): {} ingested ({} already known), {} failed; runs: {} succeeded, {} failed, {} queued",
-            summary.files,
-            summary.ingested,
-            summary.duplicates,
-            summary.failed,
-            summary.runs_succeeded,
-            summary.runs_failed,
-            summary.runs_queued
-        );
+        print_summary(&report);
     }
-    Ok(if summary.failed > 0 || summary.runs_failed > 0 {
-        ExitCode::from(EXIT_FAILED)
-    } else {
-        ExitCode::SUCCESS
-    })
+    let s = &report.summary;
+    Ok(
+        if s.failed > 0
+            || s.runs_failed > 0
+            || report.status == ReportStatus::Interrupted && !args.watch
+        {
+            ExitCode::from(EXIT_FAILED)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }
 
-fn print_record(record: &Record) {
-    match (&record.document_id, &record.error) {
-        (Some(id), None) => {
+/// The default manifest of a hot folder: in the data directory, named after the folder.
+fn hot_folder_manifest(
+    data_dir: &std::path::Path,
+    folder: &std::path::Path,
+    json: bool,
+) -> Result<PathBuf, Failure> {
+    let absolute = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
+    let name = absolute
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into());
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in absolute.as_os_str().as_encoded_bytes() {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let dir = data_dir.join("hot-folders");
+    std::fs::create_dir_all(&dir).map_err(|e| Failure {
+        detail: format!("cannot create {}: {e}", dir.display()),
+        code: "server_error".into(),
+        exit: EXIT_FAILED,
+        json,
+    })?;
+    Ok(dir.join(format!("{name}-{:08x}.json", hash as u32)))
+}
+
+fn failure(e: ImportError, json: bool) -> Failure {
+    let exit = match e.code() {
+        "invalid_import_path" => EXIT_NOT_FOUND,
+        "validation_error" | "invalid_manifest_path" | "invalid_output_dir" => EXIT_USAGE,
+        _ => EXIT_FAILED,
+    };
+    let detail = if e.is_user_error() {
+        e.to_string()
+    } else {
+        format!("import failed: {e}")
+    };
+    Failure {
+        detail,
+        code: e.code().into(),
+        exit,
+        json,
+    }
+}
+
+fn print_record(record: &FileRecord) {
+    let id = record.document_id.as_deref().unwrap_or("-");
+    match (&record.status, &record.error) {
+        (FileStatus::Converted, _) => {
             let run = match (&record.run_id, &record.run_status) {
                 (Some(run), Some(status)) => format!("  run {run} {status}"),
                 _ => String::new(),
             };
-            let dup = if record.duplicate == Some(true) {
-                " (already known)"
-            } else {
-                ""
-            };
+            let reused = if record.reused { " (done before)" } else { "" };
             println!(
-                "{id}  {}{dup}{run}",
-                record.filename.as_deref().unwrap_or("")
+                "{id}  {} -> {}{run}{reused}",
+                record.path,
+                record.output.as_deref().unwrap_or("")
             );
         }
-        (id, Some(error)) => println!(
-            "{}  {}: {}",
-            id.as_deref().unwrap_or("failed"),
-            record.path,
-            error
-                .get("detail")
-                .and_then(|d| d.as_str())
-                .unwrap_or("error")
-        ),
-        (None, None) => println!("{}", record.path),
+        (_, Some(error)) => println!("{id}  {}: {} ({})", record.path, error.detail, error.code),
+        (_, None) => println!("{id}  {}", record.path),
     }
 }
 
-async fn import_one(
-    shelf: &Shelf,
-    file: &Path,
-    args: &Args,
-    bar: &ProgressBar,
-    shutdown: &CancellationToken,
-) -> Record {
-    let mut record = Record {
-        path: file.display().to_string(),
-        status: "failed",
-        document_id: None,
-        filename: None,
-        duplicate: None,
-        run_id: None,
-        run_status: None,
-        error: None,
-    };
-    let error_json = |e: &shelf_app::AppError| {
-        let detail = if e.is_user_error() {
-            e.to_string()
+fn print_summary(report: &ImportReport) {
+    let s = &report.summary;
+    println!(
+        "{} file(s): {} converted ({} done before), {} skipped, {} failed; {} ingested ({} already known); runs: {} succeeded, {} failed, {} queued{}",
+        s.files,
+        s.converted,
+        s.reused,
+        s.skipped,
+        s.failed,
+        s.ingested,
+        s.duplicates,
+        s.runs_succeeded,
+        s.runs_failed,
+        s.runs_queued,
+        if report.status == ReportStatus::Interrupted {
+            "; interrupted (run again with --manifest and --resume to finish)"
         } else {
-            "Document ingest failed".to_string()
-        };
-        serde_json::json!({ "detail": detail, "code": e.code() })
-    };
-    let ingested = match shelf.ingest_path(file).await {
-        Ok(i) => i,
-        Err(e) => {
-            record.error = Some(error_json(&e));
-            return record;
+            ""
         }
-    };
-    record.status = "ingested";
-    record.document_id = Some(ingested.document.id.clone());
-    record.filename = Some(ingested.document.filename.clone());
-    record.duplicate = Some(ingested.duplicate);
-    let mode: ProcessingMode = args.mode.into();
-    let label = file.display().to_string();
-    let work = shelf.process_until(
-        &ingested.document.id,
-        args.pipeline.as_deref(),
-        mode,
-        shutdown.clone(),
     );
-    match crate::progress::track(shelf, bar, &label, &ingested.document.id, work).await {
-        Ok(Some(run)) => {
-            record.run_id = Some(run.id.clone());
-            record.run_status = Some(run.status.as_str().to_string());
-            if let Some(error) = run.error {
-                record.error = Some(serde_json::json!({ "detail": error, "code": "run_failed" }));
-            }
-        }
-        Ok(None) => {}
-        Err(e) => {
-            record.run_status = Some("failed".into());
-            record.error = Some(serde_json::json!({ "detail": e.to_string(), "code": e.code() }));
-        }
-    }
-    record
 }

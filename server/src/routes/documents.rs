@@ -372,7 +372,7 @@ pub struct PagesQuery {
 }
 
 /// A boolean query parameter, read the way the original service's clients send them.
-fn query_bool<'de, D: Deserializer<'de>>(de: D) -> Result<Option<bool>, D::Error> {
+pub(crate) fn query_bool<'de, D: Deserializer<'de>>(de: D) -> Result<Option<bool>, D::Error> {
     let text = String::deserialize(de)?;
     match text.to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" | "on" => Ok(Some(true)),

@@ -2,6 +2,7 @@
 
 pub mod documents;
 pub mod events;
+pub mod imports;
 pub mod okf;
 pub mod runs;
 pub mod search;
@@ -41,6 +42,9 @@ pub fn routes() -> Router<AppState> {
             "/runs/{id}/events/records/stream",
             get(events::stream_records),
         )
+        .route("/imports", post(imports::create))
+        .route("/imports/status", get(imports::status))
+        .route("/imports/page-manifest", get(imports::page_manifest))
         .route("/search", post(search::ids))
         .route("/search/results", post(search::results))
         .route("/search/facets", post(search::facets))

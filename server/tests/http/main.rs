@@ -8,6 +8,7 @@ mod documents;
 mod envelope;
 mod events;
 mod export;
+mod imports;
 mod okf;
 mod pages;
 mod runs;

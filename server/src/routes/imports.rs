@@ -1,0 +1,495 @@
+//! `/imports`: server-side imports of files under `SHELF_API_IMPORT_ROOT`, their status from
+//! the manifest, and the page-level progress of their PDFs and images. The rules live in
+//! `shelf_app::imports`; these handlers only translate.
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use shelf_app::imports::{Boundary, ImportError, ImportRequest};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::error::{ApiError, ErrorBody, ErrorCode};
+use crate::extract::{ApiJson, ApiQuery, page_limit, page_offset};
+use crate::model::PageOut;
+use crate::routes::documents::query_bool;
+use crate::state::AppState;
+
+impl From<ImportError> for ApiError {
+    fn from(e: ImportError) -> Self {
+        let detail = e.to_string();
+        let code = match e {
+            ImportError::Invalid { field, detail } => {
+                return ApiError::invalid(&["body", field], detail, "value_error");
+            }
+            ImportError::NoImportRoot | ImportError::InvalidImportPath(_) => {
+                ErrorCode::InvalidImportPath
+            }
+            ImportError::InvalidManifestPath(_) => ErrorCode::InvalidManifestPath,
+            ImportError::InvalidOutputDir(_) => ErrorCode::InvalidOutputDir,
+            ImportError::TooLarge(_) => ErrorCode::ImportTooLarge,
+            ImportError::ManifestTooLarge { .. } => ErrorCode::ImportManifestTooLarge,
+            ImportError::Io(_) => return ApiError::internal(detail),
+            ImportError::App(inner) => return inner.into(),
+        };
+        ApiError::new(code, detail)
+    }
+}
+
+/// The `POST /imports` body (DECISIONS.md defaults).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportIn {
+    /// A file or a directory under `SHELF_API_IMPORT_ROOT` (relative paths are taken from the
+    /// root). The name is kept for compatibility: a single file is fine.
+    pub source_dir: String,
+    /// `md` (default) or `txt`.
+    pub format: Option<String>,
+    /// `workspace` (default: `<data_dir>/converted`), `new-directory`, `original` (beside
+    /// each source) or `subdirectory` (`shelf-converted/` beside the sources).
+    pub output_mode: Option<String>,
+    /// Required with `new-directory`, refused otherwise; under the root.
+    pub output_dir: Option<String>,
+    /// Descend into subdirectories (default false).
+    pub recursive: Option<bool>,
+    /// Replace existing outputs (default false: such files are `skipped`).
+    pub overwrite: Option<bool>,
+    /// `process` (default: runs here, the response waits), `queue` (for `shelf worker`) or
+    /// `none` (ingest and convert only).
+    pub processing_mode: Option<String>,
+    /// JSON file under the root where the report is written after every file. An existing
+    /// file must be an import report.
+    pub manifest_path: Option<String>,
+    /// Take over the manifest's converted records and do only the rest (default false).
+    pub resume: Option<bool>,
+}
+
+impl From<ImportIn> for ImportRequest {
+    fn from(b: ImportIn) -> Self {
+        ImportRequest {
+            source_dir: b.source_dir,
+            format: b.format,
+            output_mode: b.output_mode,
+            output_dir: b.output_dir,
+            recursive: b.recursive,
+            overwrite: b.overwrite,
+            processing_mode: b.processing_mode,
+            manifest_path: b.manifest_path,
+            resume: b.resume,
+            pipeline: None,
+        }
+    }
+}
+
+/// Import files
+///
+/// Ingests a file or the files of a directory in place (the document's source is the file),
+/// processes or queues each as asked, and writes each one's extracted text (`md` or `txt`) to
+/// its output, plus a `<output>.pages.json` page manifest for PDFs and images. Directory
+/// imports are capped by `SHELF_API_MAX_IMPORT_FILES` and `SHELF_API_MAX_IMPORT_BYTES` before
+/// any conversion. Answers the import report once every file has its record; a file's
+/// failure is a record, not an error.
+#[utoipa::path(
+    post, path = "/imports", operation_id = "create_import", tag = "imports",
+    request_body = ImportIn,
+    responses(
+        (status = 200, description = "The import report", body = ImportReportOut),
+        (status = 400, description = "`invalid_import_path` (no import root configured, outside the root, `..`, a symlink or a symlinked parent, missing), `invalid_manifest_path` (same rules, or an existing file that is not an import report: it is left untouched), `invalid_output_dir`", body = ErrorBody),
+        (status = 413, description = "`import_too_large` (file or byte cap), `import_manifest_too_large`", body = ErrorBody),
+        (status = 422, description = "`validation_error`: an unknown `format`, `output_mode` or `processing_mode`, `output_dir` missing for `new-directory` or given for another mode, `resume` without `manifest_path`", body = ErrorBody),
+    )
+)]
+pub async fn create(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<ImportIn>,
+) -> Result<Json<shelf_app::imports::ImportReport>, ApiError> {
+    let shelf = &state.shelf;
+    let boundary = Boundary::root(shelf.settings.api_import_root.as_deref())?;
+    let report = shelf
+        .import(
+            &body.into(),
+            &boundary,
+            shelf.api_import_limits(),
+            &state.shutdown,
+            &mut |_| {},
+        )
+        .await?;
+    Ok(Json(report))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct StatusQuery {
+    /// The import's manifest, under the import root.
+    pub manifest_path: String,
+    /// Default 500, at most 1000.
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u64>,
+    /// Default 0.
+    #[param(minimum = 0, maximum = 9_007_199_254_740_991_u64)]
+    pub offset: Option<u64>,
+}
+
+/// Import status
+///
+/// The summary of an import's manifest and a page of its per-file records. Works while the
+/// import runs (the manifest is replaced atomically after every file) and after it ended.
+#[utoipa::path(
+    get, path = "/imports/status", operation_id = "get_import_status", tag = "imports",
+    params(StatusQuery),
+    responses(
+        (status = 200, body = ImportStatusOut),
+        (status = 400, description = "`invalid_manifest_path` (path rules, no file, or not an import report), `invalid_import_path` (no import root configured)", body = ErrorBody),
+        (status = 413, description = "`import_manifest_too_large`", body = ErrorBody),
+        (status = 422, description = "`validation_error`: no `manifest_path`, `limit` outside 1 to 1000, a bad `offset`", body = ErrorBody),
+    )
+)]
+pub async fn status(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<StatusQuery>,
+) -> Result<Json<shelf_app::imports::StatusPage>, ApiError> {
+    let limit = page_limit("limit", q.limit, 500, 1000)?;
+    let offset = page_offset(&["query", "offset"], q.offset)?;
+    let shelf = &state.shelf;
+    let boundary = Boundary::root(shelf.settings.api_import_root.as_deref())?;
+    Ok(Json(shelf.import_status(
+        &boundary,
+        &q.manifest_path,
+        limit,
+        offset,
+    )?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageManifestQuery {
+    /// The import's manifest, under the import root.
+    pub manifest_path: String,
+    /// Only failed pages and pages with an error or warnings, and the files that have any
+    /// (default false).
+    #[serde(default, deserialize_with = "query_bool")]
+    #[param(value_type = Option<bool>)]
+    pub failures_only: Option<bool>,
+}
+
+/// Page-level progress of an import
+///
+/// For each file of the import with a page manifest (PDFs and images): its page counts by
+/// source, warnings, attempts, average OCR confidence, corrected pages and a bounded page
+/// list, plus totals. Write scope when scoped keys are configured.
+#[utoipa::path(
+    get, path = "/imports/page-manifest", operation_id = "get_import_page_manifest", tag = "imports",
+    params(PageManifestQuery),
+    responses(
+        (status = 200, body = PageProgressOut),
+        (status = 400, description = "`invalid_manifest_path`, `invalid_import_path` (no import root configured)", body = ErrorBody),
+        (status = 413, description = "`import_manifest_too_large`: the report and its page manifests together are over the cap", body = ErrorBody),
+        (status = 422, description = "`validation_error`: no `manifest_path`, a `failures_only` that is not a boolean", body = ErrorBody),
+    )
+)]
+pub async fn page_manifest(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<PageManifestQuery>,
+) -> Result<Json<shelf_app::imports::PageProgress>, ApiError> {
+    let shelf = &state.shelf;
+    let boundary = Boundary::root(shelf.settings.api_import_root.as_deref())?;
+    Ok(Json(shelf.import_page_progress(
+        &boundary,
+        &q.manifest_path,
+        q.failures_only.unwrap_or(false),
+    )?))
+}
+
+// ---- schemas: the shapes `shelf_app::imports` serializes (checked by the test below) ----
+
+/// Counts over an import's records.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct ImportSummaryOut {
+    /// Files planned.
+    pub files: u64,
+    /// Records so far.
+    pub done: u64,
+    pub converted: u64,
+    /// Outputs that existed (no `overwrite`).
+    pub skipped: u64,
+    pub failed: u64,
+    /// Converted records taken over by `resume`.
+    pub reused: u64,
+    pub ingested: u64,
+    pub duplicates: u64,
+    pub runs_succeeded: u64,
+    pub runs_failed: u64,
+    pub runs_queued: u64,
+}
+
+/// `{code, detail}` of a file that failed or was skipped.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct RecordErrorOut {
+    pub code: String,
+    pub detail: String,
+}
+
+/// Milliseconds by step.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct TimingsOut {
+    pub ingest_ms: u64,
+    pub process_ms: u64,
+    pub convert_ms: u64,
+    pub total_ms: u64,
+}
+
+/// One file of an import.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct FileRecordOut {
+    /// The source file.
+    pub path: String,
+    /// `converted`, `skipped` or `failed`.
+    pub status: String,
+    pub output: Option<String>,
+    /// The `<output>.pages.json` sidecar (PDFs and images).
+    pub pages_manifest: Option<String>,
+    pub document_id: Option<String>,
+    pub filename: Option<String>,
+    pub duplicate: Option<bool>,
+    pub run_id: Option<String>,
+    pub run_status: Option<String>,
+    pub error: Option<RecordErrorOut>,
+    pub bytes: u64,
+    /// Taken over from the manifest by `resume` (absent when false).
+    pub reused: Option<bool>,
+    pub finished_at: String,
+    pub timings: TimingsOut,
+}
+
+/// The options an import ran with.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct ImportOptionsOut {
+    pub format: String,
+    pub output_mode: String,
+    pub output_dir: Option<String>,
+    pub recursive: bool,
+    pub overwrite: bool,
+    pub processing_mode: String,
+}
+
+/// The import report (also the manifest file's content).
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct ImportReportOut {
+    /// Always `shelf_import_report`.
+    pub kind: String,
+    pub version: u32,
+    /// `running`, `completed`, `interrupted` or `watching`.
+    pub status: String,
+    pub source: String,
+    pub options: ImportOptionsOut,
+    pub started_at: String,
+    pub updated_at: String,
+    pub summary: ImportSummaryOut,
+    pub files: Vec<FileRecordOut>,
+}
+
+/// A page of an import's records.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct ImportStatusOut {
+    pub manifest_path: String,
+    pub status: String,
+    pub source: String,
+    pub started_at: String,
+    pub updated_at: String,
+    pub summary: ImportSummaryOut,
+    /// Records in the manifest.
+    pub total: u64,
+    pub limit: u64,
+    pub offset: u64,
+    pub files: Vec<FileRecordOut>,
+}
+
+/// Pages by the source of their text.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct PageSourcesOut {
+    pub text_layer: u64,
+    pub ocr: u64,
+    pub failed: u64,
+    pub pending: u64,
+}
+
+/// One file's page manifest.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct FilePagesOut {
+    pub path: String,
+    pub pages_manifest: String,
+    /// Always `shelf_page_manifest`.
+    pub kind: String,
+    pub source: String,
+    pub document_id: String,
+    /// The run the records come from; null when they come from the extraction alone.
+    pub run_id: Option<String>,
+    /// `complete`, `pending` or `failed`.
+    pub status: String,
+    pub pages: u64,
+    pub sources: PageSourcesOut,
+    pub pages_with_warnings: u64,
+    pub warnings: u64,
+    pub attempts: u64,
+    pub average_confidence: Option<f64>,
+    pub corrected_pages: u64,
+    /// At most 1000 pages (filtered by `failures_only`).
+    pub page_list: Vec<PageOut>,
+    pub page_list_truncated: bool,
+}
+
+/// Page totals over an import's files.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct PageTotalsOut {
+    pub files: u64,
+    pub pages: u64,
+    pub sources: PageSourcesOut,
+    pub pages_with_warnings: u64,
+    pub corrected_pages: u64,
+    pub attempts: u64,
+}
+
+/// Page-level progress of an import.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct PageProgressOut {
+    pub manifest_path: String,
+    pub failures_only: bool,
+    pub totals: PageTotalsOut,
+    pub files: Vec<FilePagesOut>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    use serde_json::{Value, json};
+    use shelf_app::documents::PageRecord;
+    use shelf_app::imports::manifest::{RecordError, ReportOptions, Timings};
+    use shelf_app::imports::page_manifest::{FilePages, PageProgress, PagesTotals};
+    use shelf_app::imports::{
+        FileRecord, FileStatus, ImportReport, PageManifest, ReportStatus, StatusPage, Summary,
+    };
+
+    /// The property names of a schema of the OpenAPI document.
+    fn properties(schema: &str) -> BTreeSet<String> {
+        let doc = serde_json::to_value(crate::openapi::document()).expect("openapi");
+        doc["components"]["schemas"][schema]["properties"]
+            .as_object()
+            .unwrap_or_else(|| panic!("no schema {schema}"))
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn keys(value: &Value) -> BTreeSet<String> {
+        value.as_object().expect("object").keys().cloned().collect()
+    }
+
+    /// The schemas document exactly the fields the application serializes.
+    #[test]
+    fn schemas_match_what_is_served() {
+        let record = FileRecord {
+            path: "/r/a.pdf".into(),
+            status: FileStatus::Converted,
+            output: Some("/o/a.pdf.md".into()),
+            pages_manifest: Some("/o/a.pdf.md.pages.json".into()),
+            document_id: Some("doc_0123456789abcdef".into()),
+            filename: Some("a.pdf".into()),
+            duplicate: Some(false),
+            run_id: Some("run_1".into()),
+            run_status: Some("succeeded".into()),
+            error: Some(RecordError {
+                code: "x".into(),
+                detail: "y".into(),
+            }),
+            bytes: 1,
+            reused: true,
+            finished_at: "t".into(),
+            timings: Timings::default(),
+        };
+        let report = ImportReport {
+            kind: "shelf_import_report".into(),
+            version: 1,
+            status: ReportStatus::Completed,
+            source: "/r".into(),
+            options: ReportOptions {
+                format: "md".into(),
+                output_mode: "new-directory".into(),
+                output_dir: Some("/o".into()),
+                recursive: true,
+                overwrite: false,
+                processing_mode: "none".into(),
+            },
+            started_at: "t".into(),
+            updated_at: "t".into(),
+            summary: Summary::default(),
+            files: vec![record.clone()],
+        };
+        let served = serde_json::to_value(&report).expect("report");
+        assert_eq!(keys(&served), properties("ImportReportOut"));
+        assert_eq!(keys(&served["files"][0]), properties("FileRecordOut"));
+        assert_eq!(keys(&served["summary"]), properties("ImportSummaryOut"));
+        assert_eq!(keys(&served["options"]), properties("ImportOptionsOut"));
+        assert_eq!(
+            keys(&served["files"][0]["timings"]),
+            properties("TimingsOut")
+        );
+        let page = StatusPage {
+            manifest_path: "/r/m.json".into(),
+            status: ReportStatus::Running,
+            source: "/r".into(),
+            started_at: "t".into(),
+            updated_at: "t".into(),
+            summary: Summary::default(),
+            total: 1,
+            limit: 500,
+            offset: 0,
+            files: vec![record],
+        };
+        assert_eq!(
+            keys(&serde_json::to_value(&page).expect("page")),
+            properties("ImportStatusOut")
+        );
+
+        let manifest = PageManifest::from_records(
+            Path::new("/r/a.pdf"),
+            "doc_0123456789abcdef",
+            None,
+            &[PageRecord::pending(1)],
+        );
+        let progress = PageProgress {
+            manifest_path: "/r/m.json".into(),
+            failures_only: false,
+            totals: PagesTotals::default(),
+            files: vec![FilePages {
+                path: "/r/a.pdf".into(),
+                pages_manifest: "/o/a.pdf.md.pages.json".into(),
+                manifest,
+            }],
+        };
+        let served = serde_json::to_value(&progress).expect("progress");
+        assert_eq!(keys(&served), properties("PageProgressOut"));
+        assert_eq!(keys(&served["totals"]), properties("PageTotalsOut"));
+        assert_eq!(keys(&served["files"][0]), properties("FilePagesOut"));
+        assert_eq!(
+            keys(&served["files"][0]["sources"]),
+            properties("PageSourcesOut")
+        );
+        assert_eq!(
+            keys(&served["files"][0]["page_list"][0]),
+            properties("PageOut")
+        );
+        assert_eq!(json!(served["files"][0]["status"]), json!("pending"));
+    }
+}
