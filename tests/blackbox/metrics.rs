@@ -272,7 +272,18 @@ async fn a_worker_serves_its_own_metrics() {
         "bad.docx",
         std::fs::read(corpus("hostile/malformed/testWORD_truncated.docx")).expect("corpus"),
     );
-    env.queue(&bad);
+    // The import's own conversion fails (exit 1) but still queues the run, whose extract
+    // stage then fails in the worker: that is the conversion failure the worker counts.
+    let import = env.run(&[
+        "import",
+        &bad.display().to_string(),
+        "--mode",
+        "queue",
+        "--json",
+    ]);
+    assert_eq!(import.status.code(), Some(1), "{import:?}");
+    let report: Value = serde_json::from_slice(&import.stdout).expect("report");
+    assert_eq!(report["files"][0]["run_status"], "queued", "{report}");
 
     let mut worker = env.spawn(&["worker", "--metrics-port", "0"]);
     let (base, _log) = announced(&mut worker, "shelf worker metrics listening on ");
