@@ -45,9 +45,12 @@ enum Command {
     /// Check and draw pipeline files.
     #[command(subcommand)]
     Pipeline(commands::pipeline::Command),
-    /// Administration: run cancel and retry, queue inspection.
+    /// Administration: run cancel and retry, queue inspection, database checks, backups and
+    /// restores.
     #[command(subcommand)]
     Admin(commands::admin::Command),
+    /// Ask a running API whether it is healthy (GET /health); exits 1 when it is not.
+    Health(commands::health::Args),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
             Command::Export(args) => commands::export::run(args).await,
             Command::Pipeline(command) => commands::pipeline::run(command).await,
             Command::Admin(command) => commands::admin::run(command).await,
+            Command::Health(args) => commands::health::run(args).await,
         }
     });
     match result {

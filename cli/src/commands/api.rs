@@ -28,6 +28,7 @@ pub async fn run(args: Args) -> CliResult {
     crate::logging::init(&settings, false);
     let host = args.host.unwrap_or_else(|| settings.api_host.clone());
     let port = args.port.unwrap_or(settings.api_port);
+    let _lock = super::hold_data_dir(&settings)?;
     let shelf = Shelf::open(settings).await.map_err(|e| {
         let mut failure = Failure::from_app(e, false);
         failure.detail = format!(
