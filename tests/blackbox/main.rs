@@ -1,6 +1,7 @@
 //! Black-box tests of the real `shelf` binary: CLI commands, worker processes killed mid-run,
 //! the HTTP API on a real port. One test binary for all of them.
 
+mod admin;
 mod api;
 mod cli;
 mod crash;

@@ -13,7 +13,9 @@ use sea_orm::{
 use serde::Serialize;
 use shelf_migrations::known_migrations;
 
-use super::paths::{absolute, backup_destination, refuse_symlinks, sidecars, source_file, sync_dir};
+use super::paths::{
+    absolute, backup_destination, refuse_symlinks, sidecars, source_file, sync_dir,
+};
 use super::{AdminError, lock};
 use crate::db::{SchemaStatus, schema_status};
 use crate::settings::Settings;
@@ -150,7 +152,21 @@ async fn integrity(db: &DatabaseConnection) -> Vec<String> {
 /// `PRAGMA integrity_check`, `PRAGMA foreign_key_check` and the migration history.
 pub async fn check(settings: &Settings) -> Result<DbCheck, AdminError> {
     let database = live_database(settings)?;
-    let db = open_file(&database).await?;
+    let db = match open_file(&database).await {
+        Ok(db) => db,
+        // A file too damaged to open is a verdict, not a failure of the check.
+        Err(e) => {
+            return Ok(DbCheck {
+                database,
+                healthy: false,
+                integrity: vec![e.to_string()],
+                foreign_key_violation_count: 0,
+                foreign_key_violations: Vec::new(),
+                migrations: None,
+                problems: vec![format!("cannot open the database: {e}")],
+            });
+        }
+    };
     let integrity = integrity(&db).await;
     let mut problems = Vec::new();
     if integrity != ["ok"] {
@@ -291,9 +307,11 @@ pub async fn maintain(settings: &Settings, vacuum: bool) -> Result<DbMaintenance
 /// verifies the copy.
 pub(crate) async fn snapshot(settings: &Settings, into: &Path) -> Result<SchemaStatus, AdminError> {
     let database = live_database(settings)?;
-    let target = into.to_str().ok_or_else(|| AdminError::InvalidDestination {
-        detail: format!("{} is not a UTF-8 path", into.display()),
-    })?;
+    let target = into
+        .to_str()
+        .ok_or_else(|| AdminError::InvalidDestination {
+            detail: format!("{} is not a UTF-8 path", into.display()),
+        })?;
     let db = open_file(&database).await?;
     let result = db
         .execute_raw(Statement::from_sql_and_values(
@@ -332,8 +350,8 @@ pub(crate) async fn verify_backup(path: &Path) -> Result<SchemaStatus, AdminErro
         other => other,
     });
     db.close().await?;
-    let status = result?
-        .ok_or_else(|| AdminError::invalid("its migration history is unreadable"))?;
+    let status =
+        result?.ok_or_else(|| AdminError::invalid("its migration history is unreadable"))?;
     let known = known_migrations();
     if !status.applied.iter().any(|m| known.contains(m)) {
         return Err(AdminError::invalid(
@@ -383,7 +401,10 @@ pub(crate) fn temp_beside(dir: &Path, prefix: &str) -> Result<tempfile::NamedTem
 }
 
 /// The database path a restore writes, checked for symlinks, with its directory created.
-pub(crate) fn restore_target(settings: &Settings, what: &'static str) -> Result<PathBuf, AdminError> {
+pub(crate) fn restore_target(
+    settings: &Settings,
+    what: &'static str,
+) -> Result<PathBuf, AdminError> {
     let database = absolute(&settings.database_path)?;
     refuse_symlinks(&database, what)?;
     if let Some(parent) = database.parent() {

@@ -66,7 +66,10 @@ impl AdminError {
         }
     }
 
-    pub(crate) fn io(what: impl std::fmt::Display, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
+    pub(crate) fn io(
+        what: impl std::fmt::Display,
+        path: &Path,
+    ) -> impl FnOnce(std::io::Error) -> Self {
         let what = format!("{what} {}", path.display());
         move |source| AdminError::Io { what, source }
     }

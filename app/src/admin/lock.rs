@@ -80,7 +80,10 @@ mod tests {
         assert!(hold_exclusive(dir.path(), "db-restore").is_err());
         drop(worker);
         let restore = hold_exclusive(dir.path(), "db-restore").unwrap();
-        assert_eq!(hold_shared(dir.path()).unwrap_err().code(), "database_in_use");
+        assert_eq!(
+            hold_shared(dir.path()).unwrap_err().code(),
+            "database_in_use"
+        );
         drop(restore);
         assert!(hold_shared(dir.path()).is_ok());
     }
@@ -90,6 +93,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(dir.path().join("elsewhere"), dir.path().join(LOCK_FILE))
             .unwrap();
-        assert_eq!(hold_shared(dir.path()).unwrap_err().code(), "symlinked_path");
+        assert_eq!(
+            hold_shared(dir.path()).unwrap_err().code(),
+            "symlinked_path"
+        );
     }
 }

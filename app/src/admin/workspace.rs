@@ -18,7 +18,9 @@ use zip::write::SimpleFileOptions;
 
 use super::db::{self, install_database, restore_target, temp_beside};
 use super::lock::{self, LOCK_FILE};
-use super::paths::{absolute, backup_destination, refuse_symlinks, sidecars, source_file, sync_dir};
+use super::paths::{
+    absolute, backup_destination, refuse_symlinks, sidecars, source_file, sync_dir,
+};
 use super::{AdminError, Hashing, Progress, blocking};
 use crate::settings::Settings;
 
@@ -288,7 +290,8 @@ fn write_archive(
         .map_err(|e| zip_write_error(MANIFEST_MEMBER, e))?
         .into_inner()
         .map_err(|e| AdminError::io("cannot write", out)(e.into_error()))?;
-    file.sync_all().map_err(AdminError::io("cannot sync", out))?;
+    file.sync_all()
+        .map_err(AdminError::io("cannot sync", out))?;
     Ok(manifest)
 }
 
@@ -304,7 +307,10 @@ pub async fn backup(
     let work = tempfile::Builder::new()
         .prefix(".shelf-backup-")
         .tempdir_in(&parent)
-        .map_err(AdminError::io("cannot create a temporary directory in", &parent))?;
+        .map_err(AdminError::io(
+            "cannot create a temporary directory in",
+            &parent,
+        ))?;
     let snapshot = work.path().join(DATABASE_MEMBER);
     let status = db::snapshot(settings, &snapshot).await?;
     let mut exclude = vec![
@@ -343,10 +349,13 @@ pub async fn backup(
         write_archive(&written, &snapshot, files, manifest, progress.as_ref())
     })
     .await?;
-    std::fs::rename(&archive, &destination).map_err(AdminError::io("cannot write", &destination))?;
+    std::fs::rename(&archive, &destination)
+        .map_err(AdminError::io("cannot write", &destination))?;
     sync_dir(&parent)?;
     Ok(WorkspaceBackup {
-        bytes: std::fs::metadata(&destination).map(|m| m.len()).unwrap_or(0),
+        bytes: std::fs::metadata(&destination)
+            .map(|m| m.len())
+            .unwrap_or(0),
         files: manifest.files.len(),
         file_bytes: manifest.files.iter().map(|f| f.bytes).sum(),
         skipped: manifest.skipped,
@@ -456,7 +465,11 @@ fn read_manifest(
             manifest.format_version
         )));
     }
-    let disagree = |what: &str| AdminError::invalid(format!("{MANIFEST_MEMBER} and the archive disagree: {what}"));
+    let disagree = |what: &str| {
+        AdminError::invalid(format!(
+            "{MANIFEST_MEMBER} and the archive disagree: {what}"
+        ))
+    };
     if manifest.database.path != DATABASE_MEMBER
         || sizes.get(DATABASE_MEMBER) != Some(&manifest.database.bytes)
     {
@@ -477,7 +490,9 @@ fn read_manifest(
     }
     let members = sizes.keys().filter(|n| n.starts_with(DATA_PREFIX)).count();
     if members != listed.len() {
-        return Err(disagree("the archive holds files the manifest does not list"));
+        return Err(disagree(
+            "the archive holds files the manifest does not list",
+        ));
     }
     Ok(manifest)
 }
@@ -495,8 +510,11 @@ fn extract(
         .by_name(name)
         .map_err(|e| AdminError::invalid(format!("{name} is unreadable: {e}")))?;
     let mut sink = Hashing::new(BufWriter::new(out), progress);
-    std::io::copy(&mut (&mut entry).take(expected.bytes.saturating_add(1)), &mut sink)
-        .map_err(|e| AdminError::invalid(format!("{name} is damaged: {e}")))?;
+    std::io::copy(
+        &mut (&mut entry).take(expected.bytes.saturating_add(1)),
+        &mut sink,
+    )
+    .map_err(|e| AdminError::invalid(format!("{name} is damaged: {e}")))?;
     sink.flush()
         .map_err(|e| AdminError::invalid(format!("cannot write {name}: {e}")))?;
     let (bytes, sha256) = sink.finish();
@@ -527,7 +545,10 @@ fn stage(
     let dir = tempfile::Builder::new()
         .prefix(".shelf-restore-")
         .tempdir_in(data_dir)
-        .map_err(AdminError::io("cannot create a temporary directory in", data_dir))?;
+        .map_err(AdminError::io(
+            "cannot create a temporary directory in",
+            data_dir,
+        ))?;
     let temp = temp_beside(database_dir, ".shelf-db-restore-")?;
     let out = temp
         .as_file()
@@ -691,7 +712,10 @@ mod tests {
         std::os::unix::fs::symlink("/etc/hostname", root.join("uploads/link")).unwrap();
         let (found, skipped) = walk(root, &[root.join("shelf.sqlite")]).unwrap();
         let names: Vec<_> = found.iter().map(|f| f.relative.as_str()).collect();
-        assert_eq!(names, ["page-images/doc_1/page-0001.png", "uploads/doc_1/a.txt"]);
+        assert_eq!(
+            names,
+            ["page-images/doc_1/page-0001.png", "uploads/doc_1/a.txt"]
+        );
         assert_eq!(skipped.len(), 1);
         assert_eq!(skipped[0].path, "uploads/link");
         assert_eq!(skipped[0].reason, "symbolic link");

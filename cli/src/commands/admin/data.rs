@@ -138,7 +138,9 @@ fn confirm(yes: bool, what: &'static str, json: bool) -> Result<(), Failure> {
 pub async fn run(command: Command) -> CliResult {
     match command {
         Command::DbCheck { json } => {
-            let report = admin::db::check(&settings(json)?).await.map_err(fail(json))?;
+            let report = admin::db::check(&settings(json)?)
+                .await
+                .map_err(fail(json))?;
             show(&report, json, |r| {
                 println!("database {}", r.database.display());
                 println!("integrity: {}", r.integrity.join("; "));
@@ -163,7 +165,9 @@ pub async fn run(command: Command) -> CliResult {
             })
         }
         Command::DbStats { json } => {
-            let report = admin::db::stats(&settings(json)?).await.map_err(fail(json))?;
+            let report = admin::db::stats(&settings(json)?)
+                .await
+                .map_err(fail(json))?;
             show(&report, json, |r| {
                 println!("database {}", r.database.display());
                 println!(
