@@ -4,6 +4,7 @@
 mod admin;
 mod api;
 mod cli;
+mod container;
 mod crash;
 mod export;
 mod formats;
