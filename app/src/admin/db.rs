@@ -116,12 +116,13 @@ async fn rows(db: &DatabaseConnection, sql: &str) -> Result<Vec<QueryResult>, Ad
         .await?)
 }
 
-async fn pragma_i64(db: &DatabaseConnection, name: &str) -> Result<i64, AdminError> {
-    rows(db, &format!("PRAGMA {name}"))
+/// The one integer a statement answers (`PRAGMA page_count`, `SELECT count(*) ...`).
+async fn scalar(db: &DatabaseConnection, sql: &str) -> Result<i64, AdminError> {
+    rows(db, sql)
         .await?
         .first()
         .and_then(|row| row.try_get_by_index::<i64>(0).ok())
-        .ok_or_else(|| AdminError::Db(format!("PRAGMA {name} returned nothing")))
+        .ok_or_else(|| AdminError::Db(format!("`{sql}` answered no number")))
 }
 
 /// The live database of these settings, which must exist.
@@ -231,9 +232,9 @@ pub async fn stats(settings: &Settings) -> Result<DbStats, AdminError> {
     let database = live_database(settings)?;
     let [wal, shm, _] = sidecars(&database);
     let db = open_file(&database).await?;
-    let page_size = pragma_i64(&db, "page_size").await?;
-    let page_count = pragma_i64(&db, "page_count").await?;
-    let freelist_count = pragma_i64(&db, "freelist_count").await?;
+    let page_size = scalar(&db, "PRAGMA page_size").await?;
+    let page_count = scalar(&db, "PRAGMA page_count").await?;
+    let freelist_count = scalar(&db, "PRAGMA freelist_count").await?;
     let names = rows(
         &db,
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
@@ -245,7 +246,7 @@ pub async fn stats(settings: &Settings) -> Result<DbStats, AdminError> {
         let table: String = row.try_get_by_index(0)?;
         // A name from sqlite_master, quoted as an identifier (inner quotes doubled).
         let quoted = format!("\"{}\"", table.replace('"', "\"\""));
-        let rows = count_rows(&db, &quoted).await?;
+        let rows = scalar(&db, &format!("SELECT count(*) FROM {quoted}")).await?;
         tables.push(TableRows { table, rows });
     }
     db.close().await?;
@@ -259,14 +260,6 @@ pub async fn stats(settings: &Settings) -> Result<DbStats, AdminError> {
         freelist_count,
         tables,
     })
-}
-
-async fn count_rows(db: &DatabaseConnection, quoted_table: &str) -> Result<i64, AdminError> {
-    rows(db, &format!("SELECT count(*) FROM {quoted_table}"))
-        .await?
-        .first()
-        .and_then(|row| row.try_get_by_index::<i64>(0).ok())
-        .ok_or_else(|| AdminError::Db(format!("cannot count the rows of {quoted_table}")))
 }
 
 /// `PRAGMA optimize`, optionally `VACUUM`, then `wal_checkpoint(TRUNCATE)` (last, because a

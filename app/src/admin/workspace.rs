@@ -404,10 +404,9 @@ pub fn inspect(path: &Path, limits: &RestoreLimits) -> Result<(Archive, Manifest
         if entry.encrypted() {
             return Err(refuse("encrypted member"));
         }
-        let expected = name == MANIFEST_MEMBER
-            || name == DATABASE_MEMBER
-            || (name.starts_with(DATA_PREFIX) && name.len() > DATA_PREFIX.len());
-        if !expected && !(entry.is_dir() && name == DATA_PREFIX) {
+        let expected =
+            name == MANIFEST_MEMBER || name == DATABASE_MEMBER || name.starts_with(DATA_PREFIX);
+        if !expected {
             return Err(refuse("not a member of a Shelf workspace backup"));
         }
         if entry.is_dir() {
