@@ -720,6 +720,37 @@ mod tests {
         assert_eq!(skipped[0].reason, "symbolic link");
     }
 
+    /// An archive whose member holds more than the manifest declares: the read stops one byte
+    /// past the declared size, and the member is refused.
+    #[test]
+    fn extraction_stops_at_the_declared_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.zip");
+        let mut writer = zip::ZipWriter::new(File::create(&path).unwrap());
+        writer
+            .start_file("data/a", SimpleFileOptions::default())
+            .unwrap();
+        writer.write_all(&[b'a'; 100_000]).unwrap();
+        writer.finish().unwrap();
+        let mut zip = ZipArchive::new(BufReader::new(File::open(&path).unwrap())).unwrap();
+        let declared = ManifestFile {
+            path: "a".into(),
+            bytes: 10,
+            sha256: String::new(),
+        };
+        let out = dir.path().join("out");
+        let err = extract(
+            &mut zip,
+            "data/a",
+            &declared,
+            File::create(&out).unwrap(),
+            &super::super::Silent,
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), "invalid_backup");
+        assert_eq!(std::fs::metadata(&out).unwrap().len(), 11);
+    }
+
     #[test]
     fn managed_entries_always_include_the_document_directories() {
         let manifest = Manifest {
