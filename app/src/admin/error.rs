@@ -12,6 +12,8 @@ pub enum AdminError {
         .lock.display()
     )]
     DatabaseInUse { what: &'static str, lock: PathBuf },
+    #[error("a restore holds the data directory (lock {}); start the service after it ends", .lock.display())]
+    RestoreInProgress { lock: PathBuf },
     #[error("{what} replaces the current data; run it again with --yes to confirm")]
     ConfirmationRequired { what: &'static str },
     #[error("{} is a symlink; {what} refuses paths that are symlinks or cross symlinked directories", .path.display())]
@@ -50,6 +52,7 @@ impl AdminError {
         match self {
             AdminError::DatabaseMissing { .. } => "database_missing",
             AdminError::DatabaseInUse { .. } => "database_in_use",
+            AdminError::RestoreInProgress { .. } => "restore_in_progress",
             AdminError::ConfirmationRequired { .. } => "confirmation_required",
             AdminError::SymlinkedPath { .. } => "symlinked_path",
             AdminError::InvalidDestination { .. } => "invalid_destination",

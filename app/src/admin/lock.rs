@@ -47,10 +47,7 @@ pub fn hold_shared(data_dir: &Path) -> Result<DataDirLock, AdminError> {
     let (file, path) = open_lock_file(data_dir)?;
     match file.try_lock_shared() {
         Ok(()) => Ok(DataDirLock { _file: file, path }),
-        Err(TryLockError::WouldBlock) => Err(AdminError::DatabaseInUse {
-            what: "the data directory (a restore is in progress)",
-            lock: path,
-        }),
+        Err(TryLockError::WouldBlock) => Err(AdminError::RestoreInProgress { lock: path }),
         Err(TryLockError::Error(e)) => Err(AdminError::io("cannot lock", &path)(e)),
     }
 }
@@ -82,7 +79,7 @@ mod tests {
         let restore = hold_exclusive(dir.path(), "db-restore").unwrap();
         assert_eq!(
             hold_shared(dir.path()).unwrap_err().code(),
-            "database_in_use"
+            "restore_in_progress"
         );
         drop(restore);
         assert!(hold_shared(dir.path()).is_ok());
