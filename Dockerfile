@@ -16,8 +16,10 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
+# target/ is dropped in the same step: the stage's layer keeps the binary, not 2 GB of objects.
 RUN cargo build --release --locked -p shelf-cli \
- && install -m 0755 target/release/shelf /usr/local/bin/shelf
+ && install -m 0755 target/release/shelf /usr/local/bin/shelf \
+ && rm -rf target
 
 # --- runtime: Debian slim with the OCR and PDF tools and libraries, nothing to build with ---
 FROM debian:${DEBIAN_RELEASE}-slim AS runtime
