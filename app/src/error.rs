@@ -4,12 +4,16 @@
 use shelf_documents::{DocumentsError, ErrorKind};
 use shelf_engine::{EngineError, PipelineError};
 
+use crate::admin::AdminError;
 use crate::settings::ConfigError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// Database and workspace administration (`shelf admin db-*`, `workspace-*`).
+    #[error(transparent)]
+    Admin(#[from] AdminError),
     #[error(transparent)]
     Documents(#[from] DocumentsError),
     #[error(transparent)]
@@ -57,6 +61,7 @@ impl AppError {
     pub fn code(&self) -> &'static str {
         match self {
             AppError::Config(_) => "invalid_configuration",
+            AppError::Admin(e) => e.code(),
             AppError::Documents(e) => e.code(),
             AppError::Pipeline(PipelineError::NotFound { .. }) => "pipeline_not_found",
             AppError::Pipeline(
@@ -78,7 +83,10 @@ impl AppError {
     pub fn is_user_error(&self) -> bool {
         match self {
             AppError::Documents(e) => e.kind() == ErrorKind::User,
-            AppError::Internal(_) | AppError::Storage { .. } | AppError::RunSubmission(_) => false,
+            AppError::Internal(_)
+            | AppError::Storage { .. }
+            | AppError::RunSubmission(_)
+            | AppError::Admin(_) => false,
             AppError::Config(_)
             | AppError::Pipeline(_)
             | AppError::NotFound(_)

@@ -2,6 +2,7 @@
 //! (ingest, runs, search, pipelines, workers). The CLI and the API are thin layers over
 //! [`Shelf`]; neither re-implements the other.
 
+pub mod admin;
 pub mod audit;
 pub mod batch;
 pub mod db;

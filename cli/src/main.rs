@@ -49,9 +49,12 @@ enum Command {
     /// Check and draw pipeline files.
     #[command(subcommand)]
     Pipeline(commands::pipeline::Command),
-    /// Administration: run cancel and retry, queue inspection.
+    /// Administration: run cancel and retry, queue inspection, database checks, backups and
+    /// restores.
     #[command(subcommand)]
     Admin(commands::admin::Command),
+    /// Ask a running API whether it is healthy (GET /health); exits 1 when it is not.
+    Health(commands::health::Args),
 }
 
 /// `shelf --version`: the fields of `GET /version` on one line, `key=value` after the version.
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
             Command::Export(args) => commands::export::run(args).await,
             Command::Pipeline(command) => commands::pipeline::run(command).await,
             Command::Admin(command) => commands::admin::run(command).await,
+            Command::Health(args) => commands::health::run(args).await,
         };
         // Spans still buffered are exported before the process ends, whatever the outcome.
         logging::shutdown().await;

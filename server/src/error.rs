@@ -361,7 +361,10 @@ impl From<AppError> for ApiError {
             AppError::RunSubmission(_) => {
                 return ApiError::new(ErrorCode::RunSubmissionFailed, "").with_cause(detail);
             }
-            AppError::Config(_) | AppError::Internal(_) => return ApiError::internal(detail),
+            // Administration runs from the CLI only; the API never reaches these.
+            AppError::Config(_) | AppError::Admin(_) | AppError::Internal(_) => {
+                return ApiError::internal(detail);
+            }
         };
         ApiError::new(code, detail)
     }

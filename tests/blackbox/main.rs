@@ -1,9 +1,11 @@
 //! Black-box tests of the real `shelf` binary: CLI commands, worker processes killed mid-run,
 //! the HTTP API on a real port. One test binary for all of them.
 
+mod admin;
 mod api;
 mod batch;
 mod cli;
+mod container;
 mod crash;
 mod export;
 mod formats;

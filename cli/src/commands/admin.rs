@@ -1,4 +1,7 @@
-//! `shelf admin ...`: run cancel and retry, queue inspection, the API audit trail.
+//! `shelf admin ...`: run cancel and retry, queue inspection, the API audit trail; database
+//! and workspace administration in [`data`].
+
+mod data;
 
 use std::process::ExitCode;
 
@@ -40,10 +43,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    #[command(flatten)]
+    Data(data::Command),
 }
 
 pub async fn run(command: Command) -> CliResult {
     match command {
+        Command::Data(command) => data::run(command).await,
         Command::RunCancel { run_id, json } => {
             let shelf = super::open(json).await?;
             let (outcome, run) = shelf.cancel(&run_id).await.or_fail(json)?;

@@ -33,6 +33,7 @@ pub async fn run(args: Args) -> CliResult {
     let listener = shelf_server::bind(&settings, &host, port)
         .await
         .map_err(super::bind_failure)?;
+    let _lock = super::hold_data_dir(&settings)?;
     let shelf = Shelf::open(settings)
         .await
         .map_err(|e| Failure::from_app(e, false))?;

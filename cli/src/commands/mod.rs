@@ -4,6 +4,7 @@ pub mod admin;
 pub mod api;
 pub mod delete;
 pub mod export;
+pub mod health;
 pub mod import;
 pub mod migrate;
 pub mod okf;
@@ -64,4 +65,11 @@ pub async fn open(json: bool) -> Result<Shelf, Failure> {
     Shelf::open(settings)
         .await
         .map_err(|e| Failure::from_app(e, json))
+}
+
+/// The shared lock a long-running service holds on its data directory for as long as it runs,
+/// so that a restore refuses to swap the database under it (`shelf_app::admin::lock`).
+pub fn hold_data_dir(settings: &Settings) -> Result<shelf_app::admin::lock::DataDirLock, Failure> {
+    shelf_app::admin::lock::hold_shared(&settings.data_dir)
+        .map_err(|e| Failure::from_app(e.into(), false))
 }

@@ -33,6 +33,7 @@ pub async fn run(args: Args) -> CliResult {
         .concurrency
         .unwrap_or(settings.worker_concurrency)
         .max(1);
+    let _lock = super::hold_data_dir(&settings)?;
     let shelf = Shelf::open(settings)
         .await
         .map_err(|e| Failure::from_app(e, false))?;

@@ -1,0 +1,447 @@
+//! The database's own administration: integrity and migration check, size and row statistics,
+//! maintenance (optimize, WAL checkpoint, vacuum), online backup (`VACUUM INTO` a verified temp
+//! file that then replaces the destination) and restore (verify, drop stale sidecars, rename).
+//! Every command opens its own single connection, so none needs the schema to be current and
+//! none changes the database it only inspects.
+
+use std::path::{Path, PathBuf};
+
+use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, SqlxSqliteConnector, Statement,
+};
+use serde::Serialize;
+use shelf_migrations::known_migrations;
+
+use super::paths::{
+    absolute, backup_destination, refuse_symlinks, sidecars, source_file, sync_dir,
+};
+use super::{AdminError, lock};
+use crate::db::{SchemaStatus, schema_status};
+use crate::settings::Settings;
+
+/// At most this many foreign-key violations are listed (all are counted).
+const MAX_LISTED_VIOLATIONS: usize = 100;
+
+/// The verdict of `shelf admin db-check`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DbCheck {
+    pub database: PathBuf,
+    pub healthy: bool,
+    /// `PRAGMA integrity_check`: `["ok"]`, or what it found (or the error it hit).
+    pub integrity: Vec<String>,
+    pub foreign_key_violation_count: usize,
+    pub foreign_key_violations: Vec<ForeignKeyViolation>,
+    /// Applied, pending and unknown migrations; absent when the history is unreadable.
+    pub migrations: Option<SchemaStatus>,
+    /// Each reason the database is not healthy, in words.
+    pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ForeignKeyViolation {
+    pub table: String,
+    pub rowid: Option<i64>,
+    pub parent: String,
+}
+
+/// `shelf admin db-stats`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DbStats {
+    pub database: PathBuf,
+    pub file_bytes: u64,
+    pub wal_bytes: u64,
+    pub shm_bytes: u64,
+    pub page_size: i64,
+    pub page_count: i64,
+    pub freelist_count: i64,
+    pub tables: Vec<TableRows>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TableRows {
+    pub table: String,
+    pub rows: i64,
+}
+
+/// `shelf admin db-maintain`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DbMaintenance {
+    pub database: PathBuf,
+    pub vacuumed: bool,
+    /// `wal_checkpoint(TRUNCATE)`: 1 when a reader kept it from finishing, else 0.
+    pub checkpoint_busy: i64,
+    pub checkpoint_log_frames: i64,
+    pub checkpoint_checkpointed_frames: i64,
+    pub bytes_before: u64,
+    pub wal_bytes_before: u64,
+    pub bytes_after: u64,
+    pub wal_bytes_after: u64,
+}
+
+/// A written backup.
+#[derive(Debug, Clone, Serialize)]
+pub struct DbBackup {
+    pub destination: PathBuf,
+    pub bytes: u64,
+    pub applied_migrations: Vec<String>,
+}
+
+/// A finished restore.
+#[derive(Debug, Clone, Serialize)]
+pub struct DbRestore {
+    pub database: PathBuf,
+    pub applied_migrations: Vec<String>,
+    /// Migrations this shelf knows that the backup predates: `shelf migrate` applies them.
+    pub pending_migrations: Vec<String>,
+}
+
+/// Opens one connection to an existing SQLite file, changing nothing about it.
+async fn open_file(path: &Path) -> Result<DatabaseConnection, AdminError> {
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(false)
+        .busy_timeout(shelf_engine::db::BUSY_TIMEOUT);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .map_err(|e| AdminError::Db(format!("cannot open {}: {e}", path.display())))?;
+    Ok(SqlxSqliteConnector::from_sqlx_sqlite_pool(pool))
+}
+
+async fn rows(db: &DatabaseConnection, sql: &str) -> Result<Vec<QueryResult>, AdminError> {
+    Ok(db
+        .query_all_raw(Statement::from_string(DbBackend::Sqlite, sql))
+        .await?)
+}
+
+/// The one integer a statement answers (`PRAGMA page_count`, `SELECT count(*) ...`).
+async fn scalar(db: &DatabaseConnection, sql: &str) -> Result<i64, AdminError> {
+    rows(db, sql)
+        .await?
+        .first()
+        .and_then(|row| row.try_get_by_index::<i64>(0).ok())
+        .ok_or_else(|| AdminError::Db(format!("`{sql}` answered no number")))
+}
+
+/// The live database of these settings, which must exist.
+fn live_database(settings: &Settings) -> Result<PathBuf, AdminError> {
+    let path = absolute(&settings.database_path)?;
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(AdminError::DatabaseMissing { path })
+    }
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+async fn integrity(db: &DatabaseConnection) -> Vec<String> {
+    match rows(db, "PRAGMA integrity_check").await {
+        Ok(found) => found
+            .iter()
+            .map(|row| row.try_get_by_index::<String>(0).unwrap_or_default())
+            .collect(),
+        // A damaged file often fails the check outright ("database disk image is malformed").
+        Err(e) => vec![e.to_string()],
+    }
+}
+
+/// `PRAGMA integrity_check`, `PRAGMA foreign_key_check` and the migration history.
+pub async fn check(settings: &Settings) -> Result<DbCheck, AdminError> {
+    let database = live_database(settings)?;
+    let db = match open_file(&database).await {
+        Ok(db) => db,
+        // A file too damaged to open is a verdict, not a failure of the check.
+        Err(e) => {
+            return Ok(DbCheck {
+                database,
+                healthy: false,
+                integrity: vec![e.to_string()],
+                foreign_key_violation_count: 0,
+                foreign_key_violations: Vec::new(),
+                migrations: None,
+                problems: vec![format!("cannot open the database: {e}")],
+            });
+        }
+    };
+    let integrity = integrity(&db).await;
+    let mut problems = Vec::new();
+    if integrity != ["ok"] {
+        problems.push(format!("integrity check: {}", integrity.join("; ")));
+    }
+    let mut violations = Vec::new();
+    let mut violation_count = 0;
+    match rows(&db, "PRAGMA foreign_key_check").await {
+        Ok(found) => {
+            violation_count = found.len();
+            for row in found.iter().take(MAX_LISTED_VIOLATIONS) {
+                violations.push(ForeignKeyViolation {
+                    table: row.try_get_by_index(0).unwrap_or_default(),
+                    rowid: row.try_get_by_index(1).ok(),
+                    parent: row.try_get_by_index(2).unwrap_or_default(),
+                });
+            }
+            if violation_count > 0 {
+                problems.push(format!("{violation_count} foreign key violation(s)"));
+            }
+        }
+        Err(e) => problems.push(format!("foreign key check failed: {e}")),
+    }
+    let migrations = match schema_status(&db).await {
+        Ok(status) => {
+            if status.applied.is_empty() {
+                problems.push("no migrations applied: not a Shelf database yet".into());
+            }
+            if !status.pending.is_empty() {
+                problems.push(format!(
+                    "pending migrations ({}): run `shelf migrate`",
+                    status.pending.join(", ")
+                ));
+            }
+            if !status.unknown.is_empty() {
+                problems.push(format!(
+                    "migrations unknown to this shelf ({}): the database is newer",
+                    status.unknown.join(", ")
+                ));
+            }
+            Some(status)
+        }
+        Err(e) => {
+            problems.push(format!("migration history unreadable: {e}"));
+            None
+        }
+    };
+    db.close().await?;
+    Ok(DbCheck {
+        database,
+        healthy: problems.is_empty(),
+        integrity,
+        foreign_key_violation_count: violation_count,
+        foreign_key_violations: violations,
+        migrations,
+        problems,
+    })
+}
+
+/// File sizes, page figures and rows per table.
+pub async fn stats(settings: &Settings) -> Result<DbStats, AdminError> {
+    let database = live_database(settings)?;
+    let [wal, shm, _] = sidecars(&database);
+    let db = open_file(&database).await?;
+    let page_size = scalar(&db, "PRAGMA page_size").await?;
+    let page_count = scalar(&db, "PRAGMA page_count").await?;
+    let freelist_count = scalar(&db, "PRAGMA freelist_count").await?;
+    let names = rows(
+        &db,
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
+         ORDER BY name",
+    )
+    .await?;
+    let mut tables = Vec::new();
+    for row in names {
+        let table: String = row.try_get_by_index(0)?;
+        // A name from sqlite_master, quoted as an identifier (inner quotes doubled).
+        let quoted = format!("\"{}\"", table.replace('"', "\"\""));
+        let rows = scalar(&db, &format!("SELECT count(*) FROM {quoted}")).await?;
+        tables.push(TableRows { table, rows });
+    }
+    db.close().await?;
+    Ok(DbStats {
+        file_bytes: file_len(&database),
+        wal_bytes: file_len(&wal),
+        shm_bytes: file_len(&shm),
+        database,
+        page_size,
+        page_count,
+        freelist_count,
+        tables,
+    })
+}
+
+/// `PRAGMA optimize`, optionally `VACUUM`, then `wal_checkpoint(TRUNCATE)` (last, because a
+/// vacuum in WAL mode writes the whole database through the WAL).
+pub async fn maintain(settings: &Settings, vacuum: bool) -> Result<DbMaintenance, AdminError> {
+    let database = live_database(settings)?;
+    let [wal, _, _] = sidecars(&database);
+    let (bytes_before, wal_bytes_before) = (file_len(&database), file_len(&wal));
+    let db = open_file(&database).await?;
+    rows(&db, "PRAGMA optimize").await?;
+    if vacuum {
+        rows(&db, "VACUUM").await?;
+    }
+    let checkpoint = rows(&db, "PRAGMA wal_checkpoint(TRUNCATE)").await?;
+    let figure = |i| {
+        checkpoint
+            .first()
+            .and_then(|row| row.try_get_by_index::<i64>(i).ok())
+            .unwrap_or(0)
+    };
+    let (busy, log, checkpointed) = (figure(0), figure(1), figure(2));
+    db.close().await?;
+    Ok(DbMaintenance {
+        vacuumed: vacuum,
+        checkpoint_busy: busy,
+        checkpoint_log_frames: log,
+        checkpoint_checkpointed_frames: checkpointed,
+        bytes_before,
+        wal_bytes_before,
+        bytes_after: file_len(&database),
+        wal_bytes_after: file_len(&wal),
+        database,
+    })
+}
+
+/// Writes a consistent copy of the live database to `into` (an empty or missing file) with
+/// `VACUUM INTO`, which reads one snapshot and so works while the API and workers write, then
+/// verifies the copy.
+pub(crate) async fn snapshot(settings: &Settings, into: &Path) -> Result<SchemaStatus, AdminError> {
+    let database = live_database(settings)?;
+    let target = into
+        .to_str()
+        .ok_or_else(|| AdminError::InvalidDestination {
+            detail: format!("{} is not a UTF-8 path", into.display()),
+        })?;
+    let db = open_file(&database).await?;
+    let result = db
+        .execute_raw(Statement::from_sql_and_values(
+            DbBackend::Sqlite,
+            "VACUUM INTO ?",
+            [target.into()],
+        ))
+        .await;
+    db.close().await?;
+    result?;
+    verify_backup(into).await
+}
+
+/// Verifies a database file that is about to become (or was just written as) a backup: a
+/// SQLite file that passes `integrity_check`, written by Shelf, and not by a newer one. The
+/// file is switched to rollback journaling, so it is complete on its own, without sidecars.
+pub(crate) async fn verify_backup(path: &Path) -> Result<SchemaStatus, AdminError> {
+    let shown = path.display().to_string();
+    let db = open_file(path)
+        .await
+        .map_err(|e| AdminError::invalid(format!("{shown}: {e}")))?;
+    let result = async {
+        rows(&db, "PRAGMA journal_mode = DELETE").await?;
+        let integrity = integrity(&db).await;
+        if integrity != ["ok"] {
+            return Err(AdminError::invalid(format!(
+                "the integrity check failed: {}",
+                integrity.join("; ")
+            )));
+        }
+        Ok(schema_status(&db).await.ok())
+    }
+    .await
+    .map_err(|e| match e {
+        AdminError::Db(detail) => AdminError::invalid(format!("{shown}: {detail}")),
+        other => other,
+    });
+    db.close().await?;
+    let status =
+        result?.ok_or_else(|| AdminError::invalid("its migration history is unreadable"))?;
+    let known = known_migrations();
+    if !status.applied.iter().any(|m| known.contains(m)) {
+        return Err(AdminError::invalid(
+            "it is not a Shelf database (no Shelf migrations applied)",
+        ));
+    }
+    if !status.unknown.is_empty() {
+        return Err(AdminError::BackupTooNew {
+            unknown: status.unknown,
+        });
+    }
+    Ok(status)
+}
+
+/// Puts a verified database file in place: stale sidecars of the old database go first (an old
+/// WAL replayed into the new file would corrupt it), then an atomic rename.
+pub(crate) fn install_database(
+    verified: tempfile::TempPath,
+    database: &Path,
+) -> Result<(), AdminError> {
+    std::fs::File::open(&verified)
+        .and_then(|f| f.sync_all())
+        .map_err(AdminError::io("cannot sync", &verified))?;
+    for sidecar in sidecars(database) {
+        match std::fs::remove_file(&sidecar) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(AdminError::io("cannot remove", &sidecar)(e)),
+        }
+    }
+    verified
+        .persist(database)
+        .map_err(|e| AdminError::io("cannot replace", database)(e.error))?;
+    if let Some(parent) = database.parent() {
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+/// A temp file beside `path` (same file system, so the final rename is atomic).
+pub(crate) fn temp_beside(dir: &Path, prefix: &str) -> Result<tempfile::NamedTempFile, AdminError> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(AdminError::io("cannot create a temporary file in", dir))
+}
+
+/// The database path a restore writes, checked for symlinks, with its directory created.
+pub(crate) fn restore_target(
+    settings: &Settings,
+    what: &'static str,
+) -> Result<PathBuf, AdminError> {
+    let database = absolute(&settings.database_path)?;
+    refuse_symlinks(&database, what)?;
+    if let Some(parent) = database.parent() {
+        std::fs::create_dir_all(parent).map_err(AdminError::io("cannot create", parent))?;
+    }
+    Ok(database)
+}
+
+/// `shelf admin db-backup DEST`.
+pub async fn backup(settings: &Settings, dest: &Path) -> Result<DbBackup, AdminError> {
+    let (destination, parent) = backup_destination(dest, "db-backup")?;
+    let temp = temp_beside(&parent, ".shelf-db-backup-")?;
+    let status = snapshot(settings, temp.path()).await?;
+    temp.as_file()
+        .sync_all()
+        .map_err(AdminError::io("cannot sync", temp.path()))?;
+    temp.persist(&destination)
+        .map_err(|e| AdminError::io("cannot write", &destination)(e.error))?;
+    sync_dir(&parent)?;
+    Ok(DbBackup {
+        bytes: file_len(&destination),
+        destination,
+        applied_migrations: status.applied,
+    })
+}
+
+/// `shelf admin db-restore FILE --yes`: refused while a service holds the data directory.
+pub async fn restore(settings: &Settings, file: &Path) -> Result<DbRestore, AdminError> {
+    let source = source_file(file)?;
+    let _lock = lock::hold_exclusive(&settings.data_dir, "the database")?;
+    let database = restore_target(settings, "db-restore")?;
+    let parent = database.parent().unwrap_or(Path::new("/"));
+    let temp = temp_beside(parent, ".shelf-db-restore-")?.into_temp_path();
+    tokio::fs::copy(&source, &temp)
+        .await
+        .map_err(AdminError::io("cannot copy", &source))?;
+    // The copy took the source's mode; a restored database is private to its owner.
+    std::fs::set_permissions(&temp, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(AdminError::io("cannot set the mode of", &temp))?;
+    let status = verify_backup(&temp).await?;
+    install_database(temp, &database)?;
+    Ok(DbRestore {
+        database,
+        applied_migrations: status.applied,
+        pending_migrations: status.pending,
+    })
+}

@@ -1,0 +1,777 @@
+//! Workspace backups: one ZIP with a consistent database snapshot (`shelf.sqlite`), the data
+//! directory's files under `data/`, and `manifest.json` listing every file with its size and
+//! SHA-256. Files are streamed (never held whole in memory); symlinks are skipped and listed.
+//! A restore inspects the whole archive before it writes anything: member count, names (no
+//! absolute, `..`, backslash or duplicate paths), no symlink members, declared expanded size,
+//! manifest size and agreement with the members. Reads stop at each member's declared size,
+//! so an archive that lies about its sizes cannot write more than it declared.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use zip::ZipArchive;
+use zip::write::SimpleFileOptions;
+
+use super::db::{self, install_database, restore_target, temp_beside};
+use super::lock::{self, LOCK_FILE};
+use super::paths::{
+    absolute, backup_destination, refuse_symlinks, sidecars, source_file, sync_dir,
+};
+use super::{AdminError, Hashing, Progress, blocking};
+use crate::settings::Settings;
+
+pub const MANIFEST_MEMBER: &str = "manifest.json";
+pub const DATABASE_MEMBER: &str = "shelf.sqlite";
+pub const DATA_PREFIX: &str = "data/";
+pub const FORMAT: &str = "shelf-workspace-backup";
+pub const FORMAT_VERSION: u32 = 1;
+/// SPEC "Limits": 10 GiB unless `--max-expanded-bytes` says otherwise.
+pub const DEFAULT_MAX_EXPANDED_BYTES: u64 = 10 * 1024 * 1024 * 1024;
+pub const DEFAULT_MAX_FILES: usize = 100_000;
+/// A manifest line is about 150 bytes: 64 MiB holds several times the default file cap.
+pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 64 * 1024 * 1024;
+/// Top-level data-directory entries a restore always replaces, present in the backup or not:
+/// the files the restored database refers to.
+const MANAGED_DIRS: [&str; 2] = ["uploads", "page-images"];
+/// Work in flight under `uploads/` (the document store's staging and trash), never backed up.
+const TRANSIENT_UPLOAD_DIRS: [&str; 2] = [".staging", ".trash"];
+const S_IFMT: u32 = 0o170000;
+const S_IFLNK: u32 = 0o120000;
+
+/// `manifest.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub format_version: u32,
+    pub shelf_version: String,
+    pub created_at: String,
+    pub database: ManifestFile,
+    pub applied_migrations: Vec<String>,
+    /// Paths relative to the data directory (members are `data/<path>`).
+    pub files: Vec<ManifestFile>,
+    #[serde(default)]
+    pub skipped: Vec<Skipped>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ManifestFile {
+    pub path: String,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// A data-directory entry the backup left out, and why.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Skipped {
+    pub path: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceBackup {
+    pub destination: PathBuf,
+    pub bytes: u64,
+    pub files: usize,
+    pub file_bytes: u64,
+    pub skipped: Vec<Skipped>,
+    pub applied_migrations: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceRestore {
+    pub database: PathBuf,
+    pub data_dir: PathBuf,
+    pub files: usize,
+    pub file_bytes: u64,
+    pub applied_migrations: Vec<String>,
+    pub pending_migrations: Vec<String>,
+}
+
+/// Caps a restore checks before writing anything.
+#[derive(Debug, Clone, Copy)]
+pub struct RestoreLimits {
+    pub max_expanded_bytes: u64,
+    pub max_files: usize,
+    pub max_manifest_bytes: u64,
+}
+
+impl Default for RestoreLimits {
+    fn default() -> Self {
+        RestoreLimits {
+            max_expanded_bytes: DEFAULT_MAX_EXPANDED_BYTES,
+            max_files: DEFAULT_MAX_FILES,
+            max_manifest_bytes: DEFAULT_MAX_MANIFEST_BYTES,
+        }
+    }
+}
+
+/// Why a member name is refused, if it is: the one rule for names a backup writes and a
+/// restore accepts. Directory members end with one `/`.
+pub fn refuse_member_name(name: &str) -> Option<&'static str> {
+    let path = name.strip_suffix('/').unwrap_or(name);
+    if path.is_empty() {
+        Some("empty name")
+    } else if path.starts_with('/') || path.as_bytes().get(1) == Some(&b':') {
+        Some("absolute path")
+    } else if path.contains('\\') {
+        Some("backslash in the name")
+    } else if path.chars().any(char::is_control) {
+        Some("control character in the name")
+    } else if path.split('/').any(|c| c == "..") {
+        Some("`..` path component")
+    } else if path.split('/').any(|c| c.is_empty() || c == ".") {
+        Some("empty or `.` path component")
+    } else if path.len() > 4096 {
+        Some("name over 4096 bytes")
+    } else {
+        None
+    }
+}
+
+/// A file found in the data directory.
+struct Found {
+    relative: String,
+    path: PathBuf,
+    bytes: u64,
+}
+
+/// Lists the data directory's regular files (sorted), without following symlinks, leaving out
+/// `exclude` (the live database and its sidecars, the lock file, the backup being written),
+/// Shelf's own temporary entries, and uploads in flight.
+fn walk(data_dir: &Path, exclude: &[PathBuf]) -> Result<(Vec<Found>, Vec<Skipped>), AdminError> {
+    let mut found = Vec::new();
+    let mut skipped = Vec::new();
+    let mut pending = vec![(data_dir.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = pending.pop() {
+        let mut entries = std::fs::read_dir(&dir)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(AdminError::io("cannot list", &dir))?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let path = entry.path();
+            let name = entry.file_name();
+            let top = prefix.is_empty();
+            let transient = match name.to_str() {
+                Some(n) if top => n.starts_with(".shelf-") || n.starts_with(".ready-probe-"),
+                Some(n) => prefix == "uploads/" && TRANSIENT_UPLOAD_DIRS.contains(&n),
+                None => false,
+            };
+            if transient || exclude.contains(&path) {
+                continue;
+            }
+            let Some(relative) = name.to_str().map(|n| format!("{prefix}{n}")) else {
+                skipped.push(Skipped {
+                    path: format!("{prefix}{}", name.to_string_lossy()),
+                    reason: "the name is not UTF-8".into(),
+                });
+                continue;
+            };
+            if let Some(reason) = refuse_member_name(&format!("{DATA_PREFIX}{relative}")) {
+                skipped.push(Skipped {
+                    path: relative,
+                    reason: reason.into(),
+                });
+                continue;
+            }
+            let kind = entry
+                .file_type()
+                .map_err(AdminError::io("cannot inspect", &path))?;
+            if kind.is_symlink() {
+                skipped.push(Skipped {
+                    path: relative,
+                    reason: "symbolic link".into(),
+                });
+            } else if kind.is_dir() {
+                pending.push((path, format!("{relative}/")));
+            } else if kind.is_file() {
+                let bytes = entry.metadata().map(|m| m.len()).unwrap_or(0);
+                found.push(Found {
+                    relative,
+                    path,
+                    bytes,
+                });
+            } else {
+                skipped.push(Skipped {
+                    path: relative,
+                    reason: "not a regular file".into(),
+                });
+            }
+        }
+    }
+    found.sort_by(|a, b| a.relative.cmp(&b.relative));
+    Ok((found, skipped))
+}
+
+/// Streams one file into the archive as `name`.
+fn add_member(
+    zip: &mut zip::ZipWriter<BufWriter<File>>,
+    name: &str,
+    mut source: File,
+    progress: &dyn Progress,
+) -> Result<(u64, String), AdminError> {
+    let length = source.metadata().map(|m| m.len()).unwrap_or(0);
+    let options = SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .unix_permissions(0o600)
+        // ZIP64 headers only where a member needs them (4 GiB and over).
+        .large_file(length >= u64::from(u32::MAX));
+    zip.start_file(name, options)
+        .map_err(|e| zip_write_error(name, e))?;
+    let mut sink = Hashing::new(&mut *zip, progress);
+    std::io::copy(&mut source, &mut sink).map_err(|e| AdminError::Io {
+        what: format!("cannot archive {name}"),
+        source: e,
+    })?;
+    Ok(sink.finish())
+}
+
+fn zip_write_error(name: &str, e: zip::result::ZipError) -> AdminError {
+    AdminError::Io {
+        what: format!("cannot write the archive member {name}"),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+/// Writes the archive at `out`: the database snapshot, the files, then the manifest.
+fn write_archive(
+    out: &Path,
+    snapshot: &Path,
+    files: Vec<Found>,
+    mut manifest: Manifest,
+    progress: &dyn Progress,
+) -> Result<Manifest, AdminError> {
+    let file = File::create_new(out).map_err(AdminError::io("cannot create", out))?;
+    let mut zip = zip::ZipWriter::new(BufWriter::new(file));
+    let total = std::fs::metadata(snapshot).map(|m| m.len()).unwrap_or(0)
+        + files.iter().map(|f| f.bytes).sum::<u64>();
+    progress.start("backing up", total);
+    let db = File::open(snapshot).map_err(AdminError::io("cannot open", snapshot))?;
+    let (bytes, sha256) = add_member(&mut zip, DATABASE_MEMBER, db, progress)?;
+    manifest.database = ManifestFile {
+        path: DATABASE_MEMBER.into(),
+        bytes,
+        sha256,
+    };
+    for found in files {
+        // A document deleted since the walk: its file is gone, and so is nothing else.
+        let source = match File::open(&found.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                manifest.skipped.push(Skipped {
+                    path: found.relative,
+                    reason: "removed during the backup".into(),
+                });
+                continue;
+            }
+            Err(e) => return Err(AdminError::io("cannot open", &found.path)(e)),
+        };
+        let name = format!("{DATA_PREFIX}{}", found.relative);
+        let (bytes, sha256) = add_member(&mut zip, &name, source, progress)?;
+        manifest.files.push(ManifestFile {
+            path: found.relative,
+            bytes,
+            sha256,
+        });
+    }
+    let text = serde_json::to_vec_pretty(&manifest).map_err(|e| AdminError::Io {
+        what: "cannot encode the manifest".into(),
+        source: std::io::Error::other(e),
+    })?;
+    zip.start_file(MANIFEST_MEMBER, SimpleFileOptions::default())
+        .map_err(|e| zip_write_error(MANIFEST_MEMBER, e))?;
+    zip.write_all(&text)
+        .map_err(AdminError::io("cannot write", out))?;
+    let file = zip
+        .finish()
+        .map_err(|e| zip_write_error(MANIFEST_MEMBER, e))?
+        .into_inner()
+        .map_err(|e| AdminError::io("cannot write", out)(e.into_error()))?;
+    file.sync_all()
+        .map_err(AdminError::io("cannot sync", out))?;
+    Ok(manifest)
+}
+
+/// `shelf admin workspace-backup DEST.zip`.
+pub async fn backup(
+    settings: &Settings,
+    dest: &Path,
+    progress: Arc<dyn Progress>,
+) -> Result<WorkspaceBackup, AdminError> {
+    let (destination, parent) = backup_destination(dest, "workspace-backup")?;
+    let data_dir = absolute(&settings.data_dir)?;
+    let database = absolute(&settings.database_path)?;
+    let work = tempfile::Builder::new()
+        .prefix(".shelf-backup-")
+        .tempdir_in(&parent)
+        .map_err(AdminError::io(
+            "cannot create a temporary directory in",
+            &parent,
+        ))?;
+    let snapshot = work.path().join(DATABASE_MEMBER);
+    let status = db::snapshot(settings, &snapshot).await?;
+    let mut exclude = vec![
+        database.clone(),
+        data_dir.join(LOCK_FILE),
+        destination.clone(),
+        work.path().to_path_buf(),
+    ];
+    exclude.extend(sidecars(&database));
+    let manifest = Manifest {
+        format: FORMAT.into(),
+        format_version: FORMAT_VERSION,
+        shelf_version: env!("CARGO_PKG_VERSION").into(),
+        created_at: chrono::Utc::now().to_rfc3339(),
+        database: ManifestFile {
+            path: DATABASE_MEMBER.into(),
+            bytes: 0,
+            sha256: String::new(),
+        },
+        applied_migrations: status.applied.clone(),
+        files: Vec::new(),
+        skipped: Vec::new(),
+    };
+    let archive = work.path().join("backup.zip");
+    let written = archive.clone();
+    let manifest = blocking(move || {
+        let (files, skipped) = if data_dir.is_dir() {
+            walk(&data_dir, &exclude)?
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let manifest = Manifest {
+            skipped,
+            ..manifest
+        };
+        write_archive(&written, &snapshot, files, manifest, progress.as_ref())
+    })
+    .await?;
+    std::fs::rename(&archive, &destination)
+        .map_err(AdminError::io("cannot write", &destination))?;
+    sync_dir(&parent)?;
+    Ok(WorkspaceBackup {
+        bytes: std::fs::metadata(&destination)
+            .map(|m| m.len())
+            .unwrap_or(0),
+        files: manifest.files.len(),
+        file_bytes: manifest.files.iter().map(|f| f.bytes).sum(),
+        skipped: manifest.skipped,
+        applied_migrations: status.applied,
+        destination,
+    })
+}
+
+type Archive = ZipArchive<BufReader<File>>;
+
+/// Checks everything about the archive that can be checked without writing: see the module
+/// documentation. Returns the open archive and its manifest.
+pub fn inspect(path: &Path, limits: &RestoreLimits) -> Result<(Archive, Manifest), AdminError> {
+    let file = File::open(path).map_err(AdminError::io("cannot open", path))?;
+    let mut zip = ZipArchive::new(BufReader::new(file))
+        .map_err(|e| AdminError::invalid(format!("not a readable ZIP archive: {e}")))?;
+    if zip.has_duplicate_names() {
+        return Err(AdminError::DuplicateMember { name: None });
+    }
+    if zip.len() > limits.max_files {
+        return Err(AdminError::TooManyMembers {
+            count: zip.len(),
+            max: limits.max_files,
+        });
+    }
+    let mut sizes = BTreeMap::new();
+    let mut total: u64 = 0;
+    for index in 0..zip.len() {
+        let entry = zip
+            .by_index_raw(index)
+            .map_err(|e| AdminError::invalid(format!("member {index} is unreadable: {e}")))?;
+        let name = std::str::from_utf8(entry.name_raw()).map_err(|_| AdminError::UnsafeMember {
+            name: String::from_utf8_lossy(entry.name_raw()).into_owned(),
+            reason: "the name is not UTF-8",
+        })?;
+        let refuse = |reason| AdminError::UnsafeMember {
+            name: name.to_string(),
+            reason,
+        };
+        if let Some(reason) = refuse_member_name(name) {
+            return Err(refuse(reason));
+        }
+        if entry.is_symlink() || entry.unix_mode().is_some_and(|m| m & S_IFMT == S_IFLNK) {
+            return Err(AdminError::SymlinkMember { name: name.into() });
+        }
+        if entry.encrypted() {
+            return Err(refuse("encrypted member"));
+        }
+        let expected =
+            name == MANIFEST_MEMBER || name == DATABASE_MEMBER || name.starts_with(DATA_PREFIX);
+        if !expected {
+            return Err(refuse("not a member of a Shelf workspace backup"));
+        }
+        if entry.is_dir() {
+            continue;
+        }
+        total = total.saturating_add(entry.size());
+        sizes.insert(name.to_string(), entry.size());
+    }
+    if total > limits.max_expanded_bytes {
+        return Err(AdminError::ExpandedTooLarge {
+            total,
+            max: limits.max_expanded_bytes,
+        });
+    }
+    let manifest = read_manifest(&mut zip, &sizes, limits)?;
+    Ok((zip, manifest))
+}
+
+fn read_manifest(
+    zip: &mut Archive,
+    sizes: &BTreeMap<String, u64>,
+    limits: &RestoreLimits,
+) -> Result<Manifest, AdminError> {
+    let size = *sizes
+        .get(MANIFEST_MEMBER)
+        .ok_or_else(|| AdminError::invalid(format!("it has no {MANIFEST_MEMBER}")))?;
+    if size > limits.max_manifest_bytes {
+        return Err(AdminError::ManifestTooLarge {
+            size,
+            max: limits.max_manifest_bytes,
+        });
+    }
+    let mut text = Vec::new();
+    zip.by_name(MANIFEST_MEMBER)
+        .map_err(|e| AdminError::invalid(format!("{MANIFEST_MEMBER} is unreadable: {e}")))?
+        .take(limits.max_manifest_bytes.saturating_add(1))
+        .read_to_end(&mut text)
+        .map_err(|e| AdminError::invalid(format!("{MANIFEST_MEMBER} is damaged: {e}")))?;
+    if text.len() as u64 > limits.max_manifest_bytes {
+        return Err(AdminError::ManifestTooLarge {
+            size: text.len() as u64,
+            max: limits.max_manifest_bytes,
+        });
+    }
+    let manifest: Manifest = serde_json::from_slice(&text)
+        .map_err(|e| AdminError::invalid(format!("{MANIFEST_MEMBER} does not parse: {e}")))?;
+    if manifest.format != FORMAT {
+        return Err(AdminError::invalid(format!(
+            "{MANIFEST_MEMBER} is not a {FORMAT} manifest"
+        )));
+    }
+    if manifest.format_version > FORMAT_VERSION {
+        return Err(AdminError::invalid(format!(
+            "the archive format {} is newer than this shelf reads ({FORMAT_VERSION}); upgrade shelf",
+            manifest.format_version
+        )));
+    }
+    let disagree = |what: &str| {
+        AdminError::invalid(format!(
+            "{MANIFEST_MEMBER} and the archive disagree: {what}"
+        ))
+    };
+    if manifest.database.path != DATABASE_MEMBER
+        || sizes.get(DATABASE_MEMBER) != Some(&manifest.database.bytes)
+    {
+        return Err(disagree("the database member"));
+    }
+    let mut listed = BTreeSet::new();
+    for file in &manifest.files {
+        let name = format!("{DATA_PREFIX}{}", file.path);
+        if let Some(reason) = refuse_member_name(&name) {
+            return Err(AdminError::UnsafeMember { name, reason });
+        }
+        if sizes.get(&name) != Some(&file.bytes) {
+            return Err(disagree(&format!("{name} is missing or of another size")));
+        }
+        if !listed.insert(name.clone()) {
+            return Err(AdminError::DuplicateMember { name: Some(name) });
+        }
+    }
+    let members = sizes.keys().filter(|n| n.starts_with(DATA_PREFIX)).count();
+    if members != listed.len() {
+        return Err(disagree(
+            "the archive holds files the manifest does not list",
+        ));
+    }
+    Ok(manifest)
+}
+
+/// Extracts one member to a new file, reading no more than the manifest declares, and checks
+/// its size and SHA-256.
+fn extract(
+    zip: &mut Archive,
+    name: &str,
+    expected: &ManifestFile,
+    out: File,
+    progress: &dyn Progress,
+) -> Result<(), AdminError> {
+    let mut entry = zip
+        .by_name(name)
+        .map_err(|e| AdminError::invalid(format!("{name} is unreadable: {e}")))?;
+    let mut sink = Hashing::new(BufWriter::new(out), progress);
+    std::io::copy(
+        &mut (&mut entry).take(expected.bytes.saturating_add(1)),
+        &mut sink,
+    )
+    .map_err(|e| AdminError::invalid(format!("{name} is damaged: {e}")))?;
+    sink.flush()
+        .map_err(|e| AdminError::invalid(format!("cannot write {name}: {e}")))?;
+    let (bytes, sha256) = sink.finish();
+    if bytes != expected.bytes || sha256 != expected.sha256 {
+        return Err(AdminError::invalid(format!(
+            "{name} does not match the manifest (size or SHA-256)"
+        )));
+    }
+    Ok(())
+}
+
+/// What a restore unpacked, not yet in place.
+struct Staged {
+    dir: tempfile::TempDir,
+    database: tempfile::TempPath,
+}
+
+fn stage(
+    mut zip: Archive,
+    manifest: &Manifest,
+    data_dir: &Path,
+    database_dir: &Path,
+    progress: &dyn Progress,
+) -> Result<Staged, AdminError> {
+    let total = manifest.database.bytes + manifest.files.iter().map(|f| f.bytes).sum::<u64>();
+    progress.start("restoring", total);
+    // Inside the data directory, so moving the files in is a rename on one file system.
+    let dir = tempfile::Builder::new()
+        .prefix(".shelf-restore-")
+        .tempdir_in(data_dir)
+        .map_err(AdminError::io(
+            "cannot create a temporary directory in",
+            data_dir,
+        ))?;
+    let temp = temp_beside(database_dir, ".shelf-db-restore-")?;
+    let out = temp
+        .as_file()
+        .try_clone()
+        .map_err(AdminError::io("cannot write", temp.path()))?;
+    extract(&mut zip, DATABASE_MEMBER, &manifest.database, out, progress)?;
+    let database = temp.into_temp_path();
+    for file in &manifest.files {
+        let target = dir.path().join("data").join(&file.path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(AdminError::io("cannot create", parent))?;
+        }
+        let out = File::create_new(&target).map_err(AdminError::io("cannot create", &target))?;
+        extract(
+            &mut zip,
+            &format!("{DATA_PREFIX}{}", file.path),
+            file,
+            out,
+            progress,
+        )?;
+    }
+    Ok(Staged { dir, database })
+}
+
+/// The top-level data-directory entries a restore replaces.
+fn managed_entries(manifest: &Manifest) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = MANAGED_DIRS.iter().map(|s| s.to_string()).collect();
+    for file in &manifest.files {
+        if let Some(top) = file.path.split('/').next() {
+            names.insert(top.to_string());
+        }
+    }
+    names
+}
+
+/// Swaps the staged entries in; what they replace moves into the staging directory, which is
+/// removed afterwards. If a rename fails part way, the staging directory is kept so nothing is
+/// lost, and the error says where it is.
+fn install_files(
+    data_dir: &Path,
+    staged: tempfile::TempDir,
+    managed: &BTreeSet<String>,
+) -> Result<(), AdminError> {
+    let previous = staged.path().join("previous");
+    let swap = || -> std::io::Result<()> {
+        std::fs::create_dir(&previous)?;
+        for name in managed {
+            let current = data_dir.join(name);
+            if std::fs::symlink_metadata(&current).is_ok() {
+                std::fs::rename(&current, previous.join(name))?;
+            }
+            let incoming = staged.path().join("data").join(name);
+            if std::fs::symlink_metadata(&incoming).is_ok() {
+                std::fs::rename(&incoming, &current)?;
+            }
+        }
+        Ok(())
+    };
+    if let Err(e) = swap() {
+        let kept = staged.keep();
+        return Err(AdminError::Io {
+            what: format!(
+                "the restore stopped while moving files in; the replaced files are kept in {}",
+                kept.display()
+            ),
+            source: e,
+        });
+    }
+    sync_dir(data_dir)
+}
+
+/// `shelf admin workspace-restore FILE.zip --yes`: refused while a service holds the data
+/// directory, and before anything is written if the archive breaks any rule.
+pub async fn restore(
+    settings: &Settings,
+    file: &Path,
+    limits: RestoreLimits,
+    progress: Arc<dyn Progress>,
+) -> Result<WorkspaceRestore, AdminError> {
+    let source = source_file(file)?;
+    let (zip, manifest) = blocking(move || inspect(&source, &limits)).await?;
+    let _lock = lock::hold_exclusive(&settings.data_dir, "the workspace")?;
+    let data_dir = absolute(&settings.data_dir)?;
+    refuse_symlinks(&data_dir, "workspace-restore")?;
+    let database = restore_target(settings, "workspace-restore")?;
+    let managed = managed_entries(&manifest);
+    let mut reserved = vec![data_dir.join(LOCK_FILE), database.clone()];
+    reserved.extend(sidecars(&database));
+    for name in &managed {
+        let path = data_dir.join(name);
+        if reserved.contains(&path) || name.starts_with(".shelf-") {
+            return Err(AdminError::UnsafeMember {
+                name: format!("{DATA_PREFIX}{name}"),
+                reason: "it would overwrite the live database or the lock file",
+            });
+        }
+        refuse_symlinks(&path, "workspace-restore")?;
+    }
+    let database_dir = database.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let (staged, manifest) = {
+        let data_dir = data_dir.clone();
+        blocking(move || {
+            let staged = stage(zip, &manifest, &data_dir, &database_dir, progress.as_ref())?;
+            Ok((staged, manifest))
+        })
+        .await?
+    };
+    let status = db::verify_backup(&staged.database).await?;
+    install_files(&data_dir, staged.dir, &managed)?;
+    install_database(staged.database, &database)?;
+    Ok(WorkspaceRestore {
+        database,
+        data_dir,
+        files: manifest.files.len(),
+        file_bytes: manifest.files.iter().map(|f| f.bytes).sum(),
+        applied_migrations: status.applied,
+        pending_migrations: status.pending,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_names_are_checked() {
+        for (name, refused) in [
+            ("data/uploads/doc_1/a.pdf", None),
+            ("data/", None),
+            ("shelf.sqlite", None),
+            ("../x", Some("`..` path component")),
+            ("data/uploads/../../x", Some("`..` path component")),
+            ("/etc/x", Some("absolute path")),
+            ("C:/x", Some("absolute path")),
+            ("data\\x", Some("backslash in the name")),
+            ("data//x", Some("empty or `.` path component")),
+            ("data/./x", Some("empty or `.` path component")),
+            ("data/\u{7}", Some("control character in the name")),
+            ("", Some("empty name")),
+        ] {
+            assert_eq!(refuse_member_name(name), refused, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_walk_skips_symlinks_transient_entries_and_exclusions() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (path, body) in [
+            ("uploads/doc_1/a.txt", "a"),
+            ("uploads/.staging/x", "in flight"),
+            ("uploads/.trash/y", "deleted"),
+            ("page-images/doc_1/page-0001.png", "png"),
+            (".shelf-restore-1/z", "temp"),
+            ("shelf.sqlite", "db"),
+        ] {
+            let p = root.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, body).unwrap();
+        }
+        std::os::unix::fs::symlink("/etc/hostname", root.join("uploads/link")).unwrap();
+        let (found, skipped) = walk(root, &[root.join("shelf.sqlite")]).unwrap();
+        let names: Vec<_> = found.iter().map(|f| f.relative.as_str()).collect();
+        assert_eq!(
+            names,
+            ["page-images/doc_1/page-0001.png", "uploads/doc_1/a.txt"]
+        );
+        assert_eq!(skipped.len(), 1);
+        assert_eq!(skipped[0].path, "uploads/link");
+        assert_eq!(skipped[0].reason, "symbolic link");
+    }
+
+    /// An archive whose member holds more than the manifest declares: the read stops one byte
+    /// past the declared size, and the member is refused.
+    #[test]
+    fn extraction_stops_at_the_declared_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.zip");
+        let mut writer = zip::ZipWriter::new(File::create(&path).unwrap());
+        writer
+            .start_file("data/a", SimpleFileOptions::default())
+            .unwrap();
+        writer.write_all(&[b'a'; 100_000]).unwrap();
+        writer.finish().unwrap();
+        let mut zip = ZipArchive::new(BufReader::new(File::open(&path).unwrap())).unwrap();
+        let declared = ManifestFile {
+            path: "a".into(),
+            bytes: 10,
+            sha256: String::new(),
+        };
+        let out = dir.path().join("out");
+        let err = extract(
+            &mut zip,
+            "data/a",
+            &declared,
+            File::create(&out).unwrap(),
+            &super::super::Silent,
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), "invalid_backup");
+        assert_eq!(std::fs::metadata(&out).unwrap().len(), 11);
+    }
+
+    #[test]
+    fn managed_entries_always_include_the_document_directories() {
+        let manifest = Manifest {
+            format: FORMAT.into(),
+            format_version: FORMAT_VERSION,
+            shelf_version: "0".into(),
+            created_at: String::new(),
+            database: ManifestFile {
+                path: DATABASE_MEMBER.into(),
+                bytes: 0,
+                sha256: String::new(),
+            },
+            applied_migrations: vec![],
+            files: vec![ManifestFile {
+                path: "converted/a.md".into(),
+                bytes: 1,
+                sha256: String::new(),
+            }],
+            skipped: vec![],
+        };
+        let names: Vec<_> = managed_entries(&manifest).into_iter().collect();
+        assert_eq!(names, ["converted", "page-images", "uploads"]);
+    }
+}

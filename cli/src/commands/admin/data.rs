@@ -1,0 +1,294 @@
+//! `shelf admin db-*` and `workspace-*`: database checks, statistics, maintenance, backups and
+//! restores. Argument parsing and printing only; the rules live in `shelf_app::admin`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use shelf_app::admin::workspace::{self, RestoreLimits};
+use shelf_app::admin::{self, AdminError, Progress};
+use shelf_app::{AppError, Settings};
+
+use crate::CliResult;
+use crate::output::{EXIT_FAILED, Failure, print_json};
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Check the database: integrity, foreign keys, migrations. Exits 1 when it is not healthy.
+    DbCheck {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Database file, WAL and page sizes, and rows per table.
+    DbStats {
+        #[arg(long)]
+        json: bool,
+    },
+    /// PRAGMA optimize and a WAL checkpoint; --vacuum also compacts the file.
+    DbMaintain {
+        #[arg(long)]
+        vacuum: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Online backup of the database to DEST, verified before it replaces DEST.
+    DbBackup {
+        dest: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replace the database with a backup (API and workers must be stopped).
+    DbRestore {
+        file: PathBuf,
+        /// Confirm that the current database is replaced.
+        #[arg(long)]
+        yes: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A ZIP of a database snapshot and the data directory's files (uploads, page images...).
+    WorkspaceBackup {
+        dest: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Restore a workspace backup (API and workers must be stopped); the archive is checked
+    /// in full before anything is written.
+    WorkspaceRestore {
+        file: PathBuf,
+        /// Confirm that the current database and data files are replaced.
+        #[arg(long)]
+        yes: bool,
+        /// Refuse archives that expand to more bytes than this.
+        #[arg(long, default_value_t = workspace::DEFAULT_MAX_EXPANDED_BYTES)]
+        max_expanded_bytes: u64,
+        /// Refuse archives with more members than this.
+        #[arg(long, default_value_t = workspace::DEFAULT_MAX_FILES)]
+        max_files: usize,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Settings and logging for a command that works on files, not on an opened Shelf.
+fn settings(json: bool) -> Result<Settings, Failure> {
+    let settings = super::super::settings(json)?;
+    crate::logging::init(&settings, true, json)?;
+    Ok(settings)
+}
+
+fn fail(json: bool) -> impl FnOnce(AdminError) -> Failure {
+    move |e| Failure::from_app(AppError::from(e), json)
+}
+
+/// Prints `report` as JSON, or the lines `human` makes of it.
+fn show<T: Serialize>(report: &T, json: bool, human: impl FnOnce(&T)) {
+    if json {
+        print_json(report);
+    } else {
+        human(report);
+    }
+}
+
+/// A byte progress bar on stderr (drawn only on a terminal, never with --json).
+struct Bar(ProgressBar);
+
+impl Bar {
+    fn new(json: bool) -> Arc<Bar> {
+        let bar = ProgressBar::no_length();
+        if json {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Arc::new(Bar(bar))
+    }
+}
+
+impl Progress for Bar {
+    fn start(&self, phase: &str, total_bytes: u64) {
+        self.0.set_message(phase.to_string());
+        self.0.set_length(total_bytes);
+        self.0.set_position(0);
+    }
+
+    fn advance(&self, bytes: u64) {
+        self.0.inc(bytes);
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
+}
+
+fn confirm(yes: bool, what: &'static str, json: bool) -> Result<(), Failure> {
+    if yes {
+        Ok(())
+    } else {
+        Err(fail(json)(AdminError::ConfirmationRequired { what }))
+    }
+}
+
+pub async fn run(command: Command) -> CliResult {
+    match command {
+        Command::DbCheck { json } => {
+            let report = admin::db::check(&settings(json)?)
+                .await
+                .map_err(fail(json))?;
+            show(&report, json, |r| {
+                println!("database {}", r.database.display());
+                println!("integrity: {}", r.integrity.join("; "));
+                println!("foreign key violations: {}", r.foreign_key_violation_count);
+                if let Some(m) = &r.migrations {
+                    println!(
+                        "migrations: {} applied, {} pending, {} unknown",
+                        m.applied.len(),
+                        m.pending.len(),
+                        m.unknown.len()
+                    );
+                }
+                for problem in &r.problems {
+                    eprintln!("problem: {problem}");
+                }
+                println!("{}", if r.healthy { "healthy" } else { "NOT healthy" });
+            });
+            Ok(if report.healthy {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_FAILED)
+            })
+        }
+        Command::DbStats { json } => {
+            let report = admin::db::stats(&settings(json)?)
+                .await
+                .map_err(fail(json))?;
+            show(&report, json, |r| {
+                println!("database {}", r.database.display());
+                println!(
+                    "file {} bytes, WAL {} bytes, shm {} bytes",
+                    r.file_bytes, r.wal_bytes, r.shm_bytes
+                );
+                println!(
+                    "page size {}, pages {}, free pages {}",
+                    r.page_size, r.page_count, r.freelist_count
+                );
+                for t in &r.tables {
+                    println!("{:<40} {:>12}", t.table, t.rows);
+                }
+            });
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::DbMaintain { vacuum, json } => {
+            let report = admin::db::maintain(&settings(json)?, vacuum)
+                .await
+                .map_err(fail(json))?;
+            show(&report, json, |r| {
+                println!(
+                    "optimized{}; checkpoint {} of {} WAL frames{}",
+                    if r.vacuumed { " and vacuumed" } else { "" },
+                    r.checkpoint_checkpointed_frames,
+                    r.checkpoint_log_frames,
+                    if r.checkpoint_busy != 0 {
+                        " (readers kept it from truncating the WAL)"
+                    } else {
+                        ""
+                    }
+                );
+                println!(
+                    "file {} -> {} bytes, WAL {} -> {} bytes",
+                    r.bytes_before, r.bytes_after, r.wal_bytes_before, r.wal_bytes_after
+                );
+            });
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::DbBackup { dest, json } => {
+            let report = admin::db::backup(&settings(json)?, &dest)
+                .await
+                .map_err(fail(json))?;
+            show(&report, json, |r| {
+                println!(
+                    "backup written to {} ({} bytes, integrity ok)",
+                    r.destination.display(),
+                    r.bytes
+                );
+            });
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::DbRestore { file, yes, json } => {
+            confirm(yes, "db-restore", json)?;
+            let report = admin::db::restore(&settings(json)?, &file)
+                .await
+                .map_err(fail(json))?;
+            show(&report, json, |r| {
+                println!("database {} restored", r.database.display());
+                print_pending(&r.pending_migrations);
+            });
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::WorkspaceBackup { dest, json } => {
+            let bar = Bar::new(json);
+            let report = workspace::backup(&settings(json)?, &dest, bar.clone())
+                .await
+                .map_err(fail(json))?;
+            drop(bar);
+            show(&report, json, |r| {
+                println!(
+                    "workspace backup written to {} ({} bytes; {} files, {} bytes)",
+                    r.destination.display(),
+                    r.bytes,
+                    r.files,
+                    r.file_bytes
+                );
+                for s in &r.skipped {
+                    eprintln!("skipped {}: {}", s.path, s.reason);
+                }
+            });
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::WorkspaceRestore {
+            file,
+            yes,
+            max_expanded_bytes,
+            max_files,
+            json,
+        } => {
+            confirm(yes, "workspace-restore", json)?;
+            let limits = RestoreLimits {
+                max_expanded_bytes,
+                max_files,
+                ..RestoreLimits::default()
+            };
+            let bar = Bar::new(json);
+            let report = workspace::restore(&settings(json)?, &file, limits, bar.clone())
+                .await
+                .map_err(fail(json))?;
+            drop(bar);
+            show(&report, json, |r| {
+                println!(
+                    "workspace restored: database {}, {} files ({} bytes) in {}",
+                    r.database.display(),
+                    r.files,
+                    r.file_bytes,
+                    r.data_dir.display()
+                );
+                print_pending(&r.pending_migrations);
+            });
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_pending(pending: &[String]) {
+    if !pending.is_empty() {
+        println!(
+            "the backup predates {} migration(s); run `shelf migrate` before starting services",
+            pending.len()
+        );
+    }
+}
