@@ -802,8 +802,8 @@ impl Prepared {
             .await?)
     }
 
-    /// Runs the plans in order: a page, and the total (counted only when the page does not
-    /// tell it). Returns the rows, the mode used and the total.
+    /// Runs the plans in order: a page, and the total (the page tells it when partial, else
+    /// the count). Returns the rows, the mode used and the total.
     async fn ranked(
         &self,
         conn: &impl ConnectionTrait,
@@ -814,10 +814,17 @@ impl Prepared {
         let last = plans.len().saturating_sub(1);
         let mut answer = (Vec::new(), requested, 0);
         for (index, (expression, mode)) in plans.into_iter().enumerate() {
-            let rows = self.page(conn, &expression, with_snippets).await?;
+            // The count runs beside the page on another pooled connection (a reader of its
+            // own under WAL), so a lone search waits for the slower of the two, not both; it
+            // is wasted only when the page turns out partial and tells the total itself.
+            let (rows, counted) = tokio::join!(
+                self.page(conn, &expression, with_snippets),
+                self.count(conn, &expression)
+            );
+            let rows = rows?;
             let total = match self.total_from_page(rows.len()) {
                 Some(total) => total,
-                None => self.count(conn, &expression).await?,
+                None => counted?,
             };
             answer = (rows, mode, total);
             if total > 0 || index == last {
