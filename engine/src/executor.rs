@@ -344,24 +344,22 @@ impl Engine {
         shutdown: &CancellationToken,
     ) -> Result<ClaimOutcome, EngineError> {
         let run = &claim.run;
+        // Transitions decided in one turn of the loop (a stage's success, the skips and starts
+        // it unlocks) commit together in one fenced transaction before the loop waits again:
+        // fewer write transactions per run, and a stage never starts before its start commits.
+        let mut batch = Batch::default();
         if claim.reclaimed && run.reclaims > i64::from(self.config.max_reclaims) {
             let message = format!(
                 "run was reclaimed {} times after its worker stopped (limit {}); giving up",
                 run.reclaims, self.config.max_reclaims
             );
             return self
-                .finish(
-                    guard,
-                    run,
-                    &mut Batch::default(),
-                    RunStatus::Failed,
-                    Some(message),
-                )
+                .finish(guard, run, &mut batch, RunStatus::Failed, Some(message))
                 .await;
         }
         if run.cancel_requested {
             return self
-                .finish(guard, run, &mut Batch::default(), RunStatus::Canceled, None)
+                .finish(guard, run, &mut batch, RunStatus::Canceled, None)
                 .await;
         }
         let pipeline = match self.compile(&snapshot_source(run)) {
@@ -369,13 +367,7 @@ impl Engine {
             Err(e) => {
                 let message = format!("the run's pipeline snapshot no longer compiles: {e}");
                 return self
-                    .finish(
-                        guard,
-                        run,
-                        &mut Batch::default(),
-                        RunStatus::Failed,
-                        Some(message),
-                    )
+                    .finish(guard, run, &mut batch, RunStatus::Failed, Some(message))
                     .await;
             }
         };
@@ -428,10 +420,6 @@ impl Engine {
         let mut failure: Option<String> = None;
         let mut canceling = false;
         let mut stopping = false;
-        // Transitions decided in one turn of the loop (a stage's success, the skips and starts
-        // it unlocks) commit together in one fenced transaction before the loop waits again:
-        // fewer write transactions per run, and a stage never starts before its start commits.
-        let mut batch = Batch::default();
 
         loop {
             let mut starting: Vec<(CompiledStage, StageContext, Span)> = Vec::new();
