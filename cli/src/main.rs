@@ -3,6 +3,7 @@
 
 mod commands;
 mod logging;
+mod memory;
 mod output;
 mod progress;
 mod redact;
@@ -67,6 +68,7 @@ fn version_line() -> String {
 }
 
 fn main() -> ExitCode {
+    memory::limit_malloc_arenas();
     // clap takes a `&'static str` here; the one line lives as long as the process anyway.
     let version: &'static str = Box::leak(version_line().into_boxed_str());
     let matches = Cli::command().version(version).get_matches();

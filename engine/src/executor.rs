@@ -344,24 +344,30 @@ impl Engine {
         shutdown: &CancellationToken,
     ) -> Result<ClaimOutcome, EngineError> {
         let run = &claim.run;
+        // Transitions decided in one turn of the loop (a stage's success, the skips and starts
+        // it unlocks) commit together in one fenced transaction before the loop waits again:
+        // fewer write transactions per run, and a stage never starts before its start commits.
+        let mut batch = Batch::default();
         if claim.reclaimed && run.reclaims > i64::from(self.config.max_reclaims) {
             let message = format!(
                 "run was reclaimed {} times after its worker stopped (limit {}); giving up",
                 run.reclaims, self.config.max_reclaims
             );
             return self
-                .finish(guard, run, RunStatus::Failed, Some(message))
+                .finish(guard, run, &mut batch, RunStatus::Failed, Some(message))
                 .await;
         }
         if run.cancel_requested {
-            return self.finish(guard, run, RunStatus::Canceled, None).await;
+            return self
+                .finish(guard, run, &mut batch, RunStatus::Canceled, None)
+                .await;
         }
         let pipeline = match self.compile(&snapshot_source(run)) {
             Ok(p) => p,
             Err(e) => {
                 let message = format!("the run's pipeline snapshot no longer compiles: {e}");
                 return self
-                    .finish(guard, run, RunStatus::Failed, Some(message))
+                    .finish(guard, run, &mut batch, RunStatus::Failed, Some(message))
                     .await;
             }
         };
@@ -416,6 +422,7 @@ impl Engine {
         let mut stopping = false;
 
         loop {
+            let mut starting: Vec<(CompiledStage, StageContext, Span)> = Vec::new();
             if !canceling && !stopping && failure.is_none() && retry_due.is_none() {
                 let mut progressed = true;
                 while progressed {
@@ -435,15 +442,14 @@ impl Engine {
                                     .and_then(Value::as_bool)
                                     == Some(true);
                             if !on {
-                                self.skip(guard, run, stage).await?;
+                                batch.skip(run, stage);
                                 status.insert(stage.name.clone(), StageStatus::Skipped);
                                 progressed = true;
                                 continue;
                             }
                         }
                         let attempt = attempts[&stage.name] + 1;
-                        guard
-                            .apply(Write {
+                        batch.push(Write {
                                 statements: vec![
                                     stmt(
                                         "UPDATE run_stages SET status = 'running', attempts = ?, started_at = ?, finished_at = NULL, duration_ms = NULL \
@@ -465,8 +471,7 @@ impl Engine {
                                     "stage_started",
                                     format!("attempt {attempt} of {}", stage.retry.attempts),
                                 )],
-                            })
-                            .await?;
+                            });
                         attempts.insert(stage.name.clone(), attempt);
                         status.insert(stage.name.clone(), StageStatus::Running);
                         let child = signals.trip.child_token();
@@ -489,14 +494,17 @@ impl Engine {
                         };
                         let span = self.hooks.stage_span(run, &stage.name, attempt);
                         spans.insert(stage.name.clone(), span.clone());
-                        tasks.spawn(
-                            run_stage(self.registry.clone(), stage.clone(), ctx).instrument(span),
-                        );
+                        starting.push((stage.clone(), ctx, span));
                     }
                 }
             }
-            if tasks.is_empty() {
+            if tasks.is_empty() && starting.is_empty() {
+                // The run ends: its last transitions commit with its terminal state.
                 break;
+            }
+            self.commit(guard, run, &mut batch).await?;
+            for (stage, ctx, span) in starting {
+                tasks.spawn(run_stage(self.registry.clone(), stage, ctx).instrument(span));
             }
             tokio::select! {
                 joined = tasks.join_next() => {
@@ -520,17 +528,17 @@ impl Engine {
                     }
                     match result {
                         Ok(output) => {
-                            guard.apply(Write {
+                            batch.push(Write {
                                 statements: vec![stmt(
                                     "UPDATE run_stages SET status = 'succeeded', output = ?, error = NULL, finished_at = ?, duration_ms = ? \
                                      WHERE run_id = ? AND name = ?",
                                     vec![output.to_string().into(), now_rfc3339().into(), duration_ms.into(), run.id.clone().into(), name.clone().into()],
                                 )],
                                 events: vec![(name.clone(), "stage_succeeded", format!("succeeded in {duration_ms} ms"))],
-                            }).await?;
+                            });
+                            batch.ended.push((span, name.clone(), StageStatus::Succeeded, elapsed));
                             status.insert(name.clone(), StageStatus::Succeeded);
-                            outputs.insert(name.clone(), output);
-                            self.stage_ended(span.as_ref(), run, &name, StageStatus::Succeeded, elapsed);
+                            outputs.insert(name, output);
                         }
                         Err(_) if stopping => {
                             // Shutting down: the attempt did not count, the stage starts again.
@@ -596,11 +604,13 @@ impl Engine {
             return Err(EngineError::LeaseLost(run.id.clone()));
         }
         if canceling || signals.cancel_requested.load(Ordering::SeqCst) {
-            return self.finish(guard, run, RunStatus::Canceled, None).await;
+            return self
+                .finish(guard, run, &mut batch, RunStatus::Canceled, None)
+                .await;
         }
         if let Some(message) = failure {
             return self
-                .finish(guard, run, RunStatus::Failed, Some(message))
+                .finish(guard, run, &mut batch, RunStatus::Failed, Some(message))
                 .await;
         }
         if stopping {
@@ -608,6 +618,7 @@ impl Engine {
                 .requeue(
                     guard,
                     run,
+                    &mut batch,
                     now_ms(),
                     "run_released",
                     "worker stopping; run returned to the queue".into(),
@@ -620,6 +631,7 @@ impl Engine {
                 .requeue(
                     guard,
                     run,
+                    &mut batch,
                     due,
                     "run_retry_scheduled",
                     format!("run re-queued; next attempt in {}", format_duration(wait)),
@@ -637,10 +649,11 @@ impl Engine {
             .map(|s| s.name.as_str())
             .collect();
         if stuck.is_empty() {
-            self.finish(guard, run, RunStatus::Succeeded, None).await
+            self.finish(guard, run, &mut batch, RunStatus::Succeeded, None)
+                .await
         } else {
             let message = format!("stages could not run: {}", stuck.join(", "));
-            self.finish(guard, run, RunStatus::Failed, Some(message))
+            self.finish(guard, run, &mut batch, RunStatus::Failed, Some(message))
                 .await
         }
     }
@@ -664,27 +677,21 @@ impl Engine {
         }
     }
 
-    async fn skip(
+    /// Commits the batch (if it holds anything) in one fenced transaction, then reports the
+    /// stage attempts that ended in it.
+    async fn commit(
         &self,
         guard: &LeaseGuard,
         run: &RunRecord,
-        stage: &CompiledStage,
+        batch: &mut Batch,
     ) -> Result<(), EngineError> {
-        let reason = match &stage.when {
-            Some(when) => format!("skipped: {when} is not set"),
-            None => "skipped".to_string(),
-        };
-        guard
-            .apply(Write {
-                statements: vec![stmt(
-                    "UPDATE run_stages SET status = 'skipped', output = NULL, finished_at = ?, duration_ms = 0 WHERE run_id = ? AND name = ?",
-                    vec![now_rfc3339().into(), run.id.clone().into(), stage.name.clone().into()],
-                )],
-                events: vec![(stage.name.clone(), "stage_skipped", reason)],
-            })
-            .await?;
-        self.hooks
-            .stage_finished(run, &stage.name, StageStatus::Skipped, Duration::ZERO);
+        let Batch { write, ended } = std::mem::take(batch);
+        if !write.statements.is_empty() || !write.events.is_empty() {
+            guard.apply(write).await?;
+        }
+        for (span, name, status, elapsed) in ended {
+            self.stage_ended(span.as_ref(), run, &name, status, elapsed);
+        }
         Ok(())
     }
 
@@ -722,6 +729,7 @@ impl Engine {
         &self,
         guard: &LeaseGuard,
         run: &RunRecord,
+        batch: &mut Batch,
         due_at: i64,
         kind: &'static str,
         message: String,
@@ -737,12 +745,11 @@ impl Engine {
             ),
         ];
         statements.extend(self.hooks.on_status(&run.subject, RunStatus::Queued));
-        guard
-            .apply(Write {
-                statements,
-                events: vec![("run".into(), kind, message)],
-            })
-            .await?;
+        batch.push(Write {
+            statements,
+            events: vec![("run".into(), kind, message)],
+        });
+        self.commit(guard, run, batch).await?;
         Ok(ClaimOutcome::Released)
     }
 
@@ -750,6 +757,7 @@ impl Engine {
         &self,
         guard: &LeaseGuard,
         run: &RunRecord,
+        batch: &mut Batch,
         status: RunStatus,
         error: Option<String>,
     ) -> Result<ClaimOutcome, EngineError> {
@@ -780,14 +788,48 @@ impl Engine {
             ),
         ];
         statements.extend(self.hooks.on_status(&run.subject, status));
-        guard
-            .apply(Write {
-                statements,
-                events: vec![("run".into(), kind, message)],
-            })
-            .await?;
+        batch.push(Write {
+            statements,
+            events: vec![("run".into(), kind, message)],
+        });
+        self.commit(guard, run, batch).await?;
         self.hooks.run_finished(&run.id, status);
         Ok(ClaimOutcome::Finished(status))
+    }
+}
+
+/// The transitions of one turn of the executor's loop, not yet committed: one write, and the
+/// stage attempts that ended in it (reported to the hooks only once it commits).
+#[derive(Default)]
+struct Batch {
+    write: Write,
+    ended: Vec<(Option<Span>, String, StageStatus, Duration)>,
+}
+
+impl Batch {
+    fn push(&mut self, write: Write) {
+        self.write.statements.extend(write.statements);
+        self.write.events.extend(write.events);
+    }
+
+    fn skip(&mut self, run: &RunRecord, stage: &CompiledStage) {
+        let reason = match &stage.when {
+            Some(when) => format!("skipped: {when} is not set"),
+            None => "skipped".to_string(),
+        };
+        self.push(Write {
+            statements: vec![stmt(
+                "UPDATE run_stages SET status = 'skipped', output = NULL, finished_at = ?, duration_ms = 0 WHERE run_id = ? AND name = ?",
+                vec![now_rfc3339().into(), run.id.clone().into(), stage.name.clone().into()],
+            )],
+            events: vec![(stage.name.clone(), "stage_skipped", reason)],
+        });
+        self.ended.push((
+            None,
+            stage.name.clone(),
+            StageStatus::Skipped,
+            Duration::ZERO,
+        ));
     }
 }
 

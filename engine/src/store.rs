@@ -824,6 +824,7 @@ pub struct LeaseGuard {
 }
 
 /// One fenced write: statements, then events, committed together.
+#[derive(Default)]
 pub(crate) struct Write {
     pub statements: Vec<Statement>,
     pub events: Vec<(String, &'static str, String)>,

@@ -13,7 +13,8 @@ use crate::output::Failure;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Runs executed at once (default: SHELF_WORKER_CONCURRENCY, else 2).
+    /// Runs executed at once (default: SHELF_WORKER_CONCURRENCY, else 4 with the mock and
+    /// local providers, 2 otherwise).
     #[arg(long, short)]
     concurrency: Option<usize>,
     /// Serve this worker's metrics on this port (0 picks a free one). A worker serves no
