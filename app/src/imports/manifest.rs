@@ -290,6 +290,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    remove_stale_temps(path);
     let temp = dir.join(format!(
         ".{name}.{:016x}.tmp",
         crate::readiness::random_suffix()
@@ -314,6 +315,35 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Removes the temporary files a writer of `path` killed before its rename left behind
+/// (`.NAME.<16 hex digits>.tmp` beside it), so an interrupted import leaves no litter once it
+/// is resumed. Only names of exactly that shape are touched.
+pub(crate) fn remove_stale_temps(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let file_name = file_name.to_string_lossy();
+        let is_ours = file_name
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".tmp"))
+            .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        if is_ours && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Writes the report to `path` atomically.
 pub(crate) fn write_report(path: &Path, report: &ImportReport) -> Result<(), ImportError> {
     let bytes =
@@ -324,6 +354,20 @@ pub(crate) fn write_report(path: &Path, report: &ImportReport) -> Result<(), Imp
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_killed_writers_temporary_file_is_removed_by_the_next_write() {
+        let dir = tempfile::tempdir().expect("dir");
+        let target = dir.path().join("a.md");
+        let stale = dir.path().join(".a.md.0123456789abcdef.tmp");
+        let other = dir.path().join(".b.md.0123456789abcdef.tmp");
+        std::fs::write(&stale, b"half").expect("stale");
+        std::fs::write(&other, b"half").expect("other");
+        write_atomic(&target, b"whole").expect("write");
+        assert_eq!(std::fs::read(&target).expect("read"), b"whole");
+        assert!(!stale.exists(), "the stale temporary of a.md is gone");
+        assert!(other.exists(), "another file's temporary is not touched");
+    }
 
     fn record(path: &str, status: FileStatus) -> FileRecord {
         FileRecord {

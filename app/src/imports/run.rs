@@ -358,6 +358,8 @@ impl Import {
         let output = self.layout.output_for(path);
         record.output = Some(output.display().to_string());
         if !self.options.overwrite && std::fs::symlink_metadata(&output).is_ok() {
+            // A writer killed before its rename may have left its temporary beside it.
+            super::manifest::remove_stale_temps(&output);
             record.error = Some(RecordError {
                 code: "output_exists".into(),
                 detail: "the output exists; set overwrite to replace it".into(),
