@@ -5,6 +5,7 @@
 //! `cargo bench -p shelf-app --bench queue` (all sizes), or
 //! `cargo bench -p shelf-app --bench queue -- 1000` for one size.
 
+use shelf_engine::sql::SqlExt;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -50,7 +51,7 @@ async fn raw_write_rate(shelf: &Shelf, n: usize) -> f64 {
         let txn = shelf_app::engine::store::begin_write(db)
             .await
             .expect("begin");
-        txn.execute_raw(Statement::from_sql_and_values(
+        txn.execute_sql(Statement::from_sql_and_values(
             DbBackend::Sqlite,
             "INSERT INTO bench_raw (v) VALUES (?)",
             [format!("row {i}").into()],
@@ -123,7 +124,7 @@ async fn scenario(documents: usize, workers: usize) {
     let succeeded = {
         let row = shelf
             .db
-            .query_one_raw(Statement::from_string(
+            .query_one_sql(Statement::from_string(
                 DbBackend::Sqlite,
                 "SELECT COUNT(*) AS n FROM runs WHERE status = 'succeeded'",
             ))

@@ -3,9 +3,10 @@
 //! the paged read behind `shelf admin api-audit`.
 
 use chrono::{Duration, Utc};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait};
+use sea_orm::{DatabaseConnection, DbBackend, Statement, TransactionTrait};
 use serde::Serialize;
 use shelf_documents::{format_timestamp, now_timestamp};
+use shelf_engine::sql::SqlExt;
 
 use crate::error::AppError;
 
@@ -96,7 +97,7 @@ pub async fn record(
     let txn = db.begin().await?;
     let now = now_timestamp();
     for event in events {
-        txn.execute_raw(stmt(
+        txn.execute_sql(stmt(
             "INSERT INTO api_audit_events (created_at, method, path, client_host, \
              credential_present, scope, reason, retry_after_seconds) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -118,7 +119,7 @@ pub async fn record(
     }
     if retention_days > 0 {
         let cutoff = format_timestamp(Utc::now() - Duration::days(i64::from(retention_days)));
-        txn.execute_raw(stmt(
+        txn.execute_sql(stmt(
             "DELETE FROM api_audit_events WHERE created_at < ?",
             vec![cutoff.into()],
         ))
@@ -132,14 +133,14 @@ pub async fn record(
 pub async fn list(db: &DatabaseConnection, limit: u64, offset: u64) -> Result<AuditPage, AppError> {
     let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     let total = match db
-        .query_one_raw(stmt("SELECT count(*) AS n FROM api_audit_events", vec![]))
+        .query_one_sql(stmt("SELECT count(*) AS n FROM api_audit_events", vec![]))
         .await?
     {
         Some(row) => u64::try_from(row.try_get::<i64>("", "n")?).unwrap_or(0),
         None => 0,
     };
     let rows = db
-        .query_all_raw(stmt(
+        .query_all_sql(stmt(
             "SELECT id, created_at, method, path, client_host, credential_present, scope, reason, \
              retry_after_seconds FROM api_audit_events ORDER BY id DESC LIMIT ? OFFSET ?",
             vec![to_i64(limit).into(), to_i64(offset).into()],
@@ -217,7 +218,7 @@ mod tests {
     #[tokio::test]
     async fn old_rows_are_pruned_on_write() {
         let (_dir, db) = db().await;
-        db.execute_raw(stmt(
+        db.execute_sql(stmt(
             "INSERT INTO api_audit_events (created_at, method, path, credential_present, reason) \
              VALUES ('2000-01-01T00:00:00.000Z', 'GET', '/old', 0, 'missing_credential')",
             vec![],

@@ -2,6 +2,7 @@
 //! processes starting at once on a new database do not race), and the check that refuses a
 //! database written by a newer Shelf.
 
+use shelf_engine::sql::SqlExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,7 @@ use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, SqliteTransactionMode,
     Statement, TransactionOptions, TransactionTrait,
 };
+use shelf_engine::db::DatabaseTarget;
 use shelf_migrations::{Migrator, MigratorTrait, known_migrations};
 
 use crate::error::AppError;
@@ -20,6 +22,36 @@ pub struct SchemaStatus {
     pub pending: Vec<String>,
     /// Applied migrations this binary does not know: the database is newer than the binary.
     pub unknown: Vec<String>,
+}
+
+/// Opens the database `settings` name: the SQLite file (its directory created when missing) or
+/// the PostgreSQL server of `SHELF_DATABASE_URL`, with the configured pool size.
+pub async fn connect_settings(
+    settings: &crate::Settings,
+    max_connections: u32,
+) -> Result<DatabaseConnection, AppError> {
+    match settings.database_target() {
+        DatabaseTarget::Sqlite(path) => connect(&path, max_connections).await,
+        target @ DatabaseTarget::Postgres(_) => {
+            shelf_engine::db::connect_target(&target, max_connections)
+                .await
+                .map_err(|e| AppError::Storage {
+                    detail: format!(
+                        "cannot open database {}: {}",
+                        settings.database_display(),
+                        without_password_in(&e.to_string(), settings)
+                    ),
+                })
+        }
+    }
+}
+
+/// Driver errors may quote the URL; never let its password reach a message.
+fn without_password_in(text: &str, settings: &crate::Settings) -> String {
+    match &settings.database_url {
+        Some(url) => text.replace(url.expose(), &settings.database_display()),
+        None => text.to_string(),
+    }
 }
 
 pub async fn connect(path: &Path, max_connections: u32) -> Result<DatabaseConnection, AppError> {
@@ -38,16 +70,20 @@ pub async fn connect(path: &Path, max_connections: u32) -> Result<DatabaseConnec
 }
 
 pub async fn schema_status(db: &impl ConnectionTrait) -> Result<SchemaStatus, AppError> {
+    let find_table = match db.get_database_backend() {
+        DbBackend::Postgres => {
+            "SELECT table_name FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_name = 'seaql_migrations'"
+        }
+        _ => "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'seaql_migrations'",
+    };
     let table = db
-        .query_one_raw(Statement::from_string(
-            DbBackend::Sqlite,
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'seaql_migrations'",
-        ))
+        .query_one_sql(Statement::from_string(DbBackend::Sqlite, find_table))
         .await?;
     let mut applied = Vec::new();
     if table.is_some() {
         for row in db
-            .query_all_raw(Statement::from_string(
+            .query_all_sql(Statement::from_string(
                 DbBackend::Sqlite,
                 "SELECT version FROM seaql_migrations ORDER BY version",
             ))
@@ -102,6 +138,15 @@ pub async fn migrate(db: &DatabaseConnection) -> Result<Migrated, AppError> {
         });
     }
     let txn = begin_immediate_waiting(db).await?;
+    if db.get_database_backend() == DbBackend::Postgres {
+        // PostgreSQL has no database-wide write lock: a transaction-scoped advisory lock plays
+        // its part, so that processes starting at once migrate one after another.
+        txn.execute_sql(Statement::from_string(
+            DbBackend::Sqlite,
+            format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"),
+        ))
+        .await?;
+    }
     // Another process may have migrated while this one waited for the lock.
     let locked = schema_status(&txn).await?;
     refuse_newer(&locked)?;
@@ -114,6 +159,9 @@ pub async fn migrate(db: &DatabaseConnection) -> Result<Migrated, AppError> {
         status: schema_status(db).await?,
     })
 }
+
+/// The advisory lock key of migrations on PostgreSQL (any constant; "shelf" in ASCII).
+const MIGRATION_LOCK_KEY: i64 = 0x0073_6865_6c66;
 
 /// `BEGIN IMMEDIATE`, retried while another connection holds the write lock.
 async fn begin_immediate_waiting(db: &DatabaseConnection) -> Result<DatabaseTransaction, AppError> {

@@ -2,9 +2,10 @@
 //! content pages, page records, uploads, facets, the classification table and the audit trail. Thin calls
 //! into the document store, so the CLI can use the same ones.
 
+use shelf_engine::sql::SqlExt;
 use std::collections::BTreeMap;
 
-use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use sea_orm::{DbBackend, Statement};
 use shelf_documents::pages::page_listing;
 use shelf_documents::{
     ContentPage, Deleted, Document, PageListing, SearchFacets, SearchRequest, content_page, dewey,
@@ -83,7 +84,7 @@ impl Shelf {
         let mut all = dewey::all();
         let rows = self
             .db
-            .query_all_raw(Statement::from_string(
+            .query_all_sql(Statement::from_string(
                 DbBackend::Sqlite,
                 "SELECT DISTINCT classification AS code, classification_label AS label \
                  FROM documents WHERE classification IS NOT NULL",

@@ -12,6 +12,7 @@
 //!   runs of spaces one space, and leading or trailing dots and spaces are dropped, at most
 //!   [`MAX_STEM_CHARS`] characters; an empty result is `document`.
 
+use shelf_engine::sql::SqlExt;
 use std::collections::HashMap;
 
 use sea_orm::ConnectionTrait;
@@ -367,7 +368,7 @@ async fn latest_succeeded_cleaned(
     document_id: &str,
 ) -> Result<Option<(String, String)>, AppError> {
     let row = conn
-        .query_one_raw(sea_orm::Statement::from_sql_and_values(
+        .query_one_sql(sea_orm::Statement::from_sql_and_values(
             sea_orm::DbBackend::Sqlite,
             "SELECT t.run_id AS run_id, t.body AS body FROM document_texts t \
              JOIN runs r ON r.id = t.run_id \

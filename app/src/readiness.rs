@@ -3,8 +3,9 @@
 //! ones this binary knows. Reasons are short and carry no paths or OS text (`/ready` is
 //! unauthenticated); the causes are logged.
 
-use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use sea_orm::{DbBackend, Statement};
 use serde::Serialize;
+use shelf_engine::sql::SqlExt;
 
 use crate::db::schema_status;
 use crate::shelf::Shelf;
@@ -28,8 +29,8 @@ fn not_ready(reason: &'static str, cause: impl std::fmt::Display) -> NotReady {
 }
 
 impl Shelf {
-    pub async fn readiness(&self) -> Result<Readiness, NotReady> {
-        self.check_storage_writable().await?;
+    /// The SQLite file exists and passes `PRAGMA quick_check`.
+    async fn check_sqlite_file(&self) -> Result<(), NotReady> {
         match tokio::fs::metadata(&self.settings.database_path).await {
             Ok(meta) if meta.is_file() => {}
             Ok(_) => return Err(not_ready("database is missing", "not a regular file")),
@@ -37,7 +38,7 @@ impl Shelf {
         }
         let rows = self
             .db
-            .query_all_raw(Statement::from_string(
+            .query_all_sql(Statement::from_string(
                 DbBackend::Sqlite,
                 "PRAGMA quick_check(1)",
             ))
@@ -51,6 +52,20 @@ impl Shelf {
                 "database failed its integrity check",
                 verdict.unwrap_or_default(),
             ));
+        }
+        Ok(())
+    }
+
+    pub async fn readiness(&self) -> Result<Readiness, NotReady> {
+        self.check_storage_writable().await?;
+        if self.settings.is_postgres() {
+            // The server checks its own pages; readiness asks only that it answers.
+            self.db
+                .query_one_sql(Statement::from_string(DbBackend::Sqlite, "SELECT 1"))
+                .await
+                .map_err(|e| not_ready("database is unavailable", e))?;
+        } else {
+            self.check_sqlite_file().await?;
         }
         let status = schema_status(&self.db)
             .await

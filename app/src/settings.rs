@@ -26,6 +26,28 @@ impl Secret {
     }
 }
 
+fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// A database URL with its password replaced by `***`, for `/config` and messages.
+pub fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("[redacted]")
@@ -155,6 +177,10 @@ pub enum LogFormat {
 pub struct Settings {
     pub data_dir: PathBuf,
     pub database_path: PathBuf,
+    /// `SHELF_DATABASE_URL`: a `postgres://` URL selects PostgreSQL instead of the SQLite file
+    /// at `database_path` (it may hold a password, so it is a secret).
+    pub database_url: Option<Secret>,
+    /// The pool size on either backend (`SHELF_DATABASE_MAX_CONNECTIONS`).
     pub database_max_connections: u32,
     pub job_backend: String,
     pub pipeline: String,
@@ -335,6 +361,27 @@ fn default_data_dir(vars: &HashMap<String, String>) -> PathBuf {
 }
 
 impl Settings {
+    /// The database this process opens: PostgreSQL when `SHELF_DATABASE_URL` is set, else the
+    /// SQLite file.
+    pub fn database_target(&self) -> shelf_engine::db::DatabaseTarget {
+        match &self.database_url {
+            Some(url) => shelf_engine::db::DatabaseTarget::Postgres(url.expose().to_string()),
+            None => shelf_engine::db::DatabaseTarget::Sqlite(self.database_path.clone()),
+        }
+    }
+
+    /// Where the database is, for messages: the file, or the URL without its password.
+    pub fn database_display(&self) -> String {
+        match &self.database_url {
+            Some(url) => without_password(url.expose()),
+            None => self.database_path.display().to_string(),
+        }
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        self.database_url.is_some()
+    }
+
     /// Settings from the process environment. Only binaries call this.
     pub fn from_process_env() -> Result<Settings, ConfigError> {
         let vars: HashMap<String, String> = std::env::vars().collect();
@@ -355,6 +402,23 @@ impl Settings {
             .optional("SHELF_DATABASE_PATH")
             .map(PathBuf::from)
             .unwrap_or_else(|| data_dir.join("shelf.sqlite"));
+        let database_url = r
+            .optional("SHELF_DATABASE_URL")
+            .map(|v| Secret::new(v.trim()));
+        if let Some(url) = &database_url
+            && !is_postgres_url(url.expose())
+        {
+            r.problems.push(
+                "SHELF_DATABASE_URL: expected a postgres:// or postgresql:// URL (leave it unset \
+                 for the SQLite file at SHELF_DATABASE_PATH)"
+                    .into(),
+            );
+        }
+        let default_job_backend = if database_url.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        };
         let bytes = "a whole number of bytes";
         let count = "a whole number";
 
@@ -454,7 +518,11 @@ impl Settings {
 
         let settings = Settings {
             database_max_connections: r.parse("SHELF_DATABASE_MAX_CONNECTIONS", 8, count),
-            job_backend: r.one_of("SHELF_JOB_BACKEND", "sqlite", &["sqlite"]),
+            job_backend: r.one_of(
+                "SHELF_JOB_BACKEND",
+                default_job_backend,
+                &[default_job_backend],
+            ),
             pipeline: r.string("SHELF_PIPELINE", "default"),
             pipelines_dir: r.optional("SHELF_PIPELINES_DIR").map(PathBuf::from),
             worker_concurrency: r.parse(
@@ -566,6 +634,7 @@ impl Settings {
             otel_service_name: r.string("SHELF_OTEL_SERVICE_NAME", "shelf"),
             data_dir,
             database_path,
+            database_url,
             unknown_variables: Vec::new(),
         };
         let mut problems = r.problems;
@@ -675,6 +744,8 @@ impl Settings {
             "storage": {
                 "data_dir": self.data_dir,
                 "database_path": self.database_path,
+                "database_url": self.database_url.as_ref().map(|u| without_password(u.expose())),
+                "database_backend": if self.database_url.is_some() { "postgres" } else { "sqlite" },
                 "job_backend": self.job_backend,
             },
             "pipelines": {
@@ -893,5 +964,28 @@ mod tests {
     fn unknown_shelf_variables_are_flagged() {
         let s = Settings::from_vars(&vars(&[("SHELF_API_PROT", "1")])).unwrap();
         assert_eq!(s.unknown_variables, ["SHELF_API_PROT"]);
+    }
+
+    #[test]
+    fn database_url_selects_postgres_and_hides_its_password() {
+        let mut vars = HashMap::new();
+        vars.insert("SHELF_DATA_DIR".to_string(), "/d".to_string());
+        let s = Settings::from_vars(&vars).unwrap();
+        assert!(!s.is_postgres());
+        assert_eq!(s.job_backend, "sqlite");
+        vars.insert(
+            "SHELF_DATABASE_URL".to_string(),
+            "postgres://shelf:hunter2@db.example:5432/shelf?sslmode=require".to_string(),
+        );
+        let s = Settings::from_vars(&vars).unwrap();
+        assert!(s.is_postgres());
+        assert_eq!(s.job_backend, "postgres");
+        assert_eq!(
+            s.database_display(),
+            "postgres://shelf:***@db.example:5432/shelf?sslmode=require"
+        );
+        assert!(!s.redacted().to_string().contains("hunter2"));
+        vars.insert("SHELF_DATABASE_URL".to_string(), "mysql://x/y".to_string());
+        assert!(Settings::from_vars(&vars).is_err());
     }
 }

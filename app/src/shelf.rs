@@ -77,7 +77,7 @@ impl Shelf {
     /// so `shelf api`, `shelf worker` and `shelf import` work on a new data directory. A
     /// database written by a newer Shelf is refused.
     pub async fn open(settings: Settings) -> Result<Shelf, AppError> {
-        let db = db::connect(&settings.database_path, settings.database_max_connections).await?;
+        let db = db::connect_settings(&settings, settings.database_max_connections).await?;
         db::migrate(&db).await?;
         Ok(Self::assemble(settings, db))
     }

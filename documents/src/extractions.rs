@@ -2,6 +2,7 @@
 //! extractor version, so reprocessing does not extract again) and transcript segments.
 
 use sea_orm::{ConnectionTrait, DatabaseConnection};
+use shelf_engine::sql::SqlExt;
 use shelf_extractors::{Extraction, Segment};
 
 use crate::error::{DocumentsError, Result};
@@ -15,7 +16,7 @@ pub async fn cached_extraction(
     extractor_version: &str,
 ) -> Result<Option<Extraction>> {
     let row = conn
-        .query_one_raw(stmt(
+        .query_one_sql(stmt(
             "SELECT result FROM extraction_cache WHERE sha256 = ? AND extractor_version = ?",
             [
                 sha256.to_string().into(),
@@ -39,7 +40,7 @@ pub async fn cache_extraction(
 ) -> Result<()> {
     let text = serde_json::to_string(extraction)
         .map_err(|e| DocumentsError::corrupt(format!("cannot encode the extraction: {e}")))?;
-    conn.execute_raw(stmt(
+    conn.execute_sql(stmt(
         "INSERT INTO extraction_cache (sha256, extractor_version, result, created_at) \
          VALUES (?, ?, ?, ?) \
          ON CONFLICT (sha256, extractor_version) DO UPDATE SET result = excluded.result",
@@ -61,7 +62,7 @@ pub async fn put_segments(
     segments: &[Segment],
 ) -> Result<()> {
     let txn = begin_immediate(db).await?;
-    txn.execute_raw(stmt(
+    txn.execute_sql(stmt(
         "DELETE FROM document_segments WHERE document_id = ?",
         [document_id.to_string().into()],
     ))
@@ -79,7 +80,7 @@ pub async fn put_segments(
             values.push(segment.speaker.clone().into());
             values.push(segment.text.clone().into());
         }
-        txn.execute_raw(stmt(
+        txn.execute_sql(stmt(
             &format!(
                 "INSERT INTO document_segments \
                  (document_id, seq, start_seconds, end_seconds, speaker, text) VALUES {placeholders}"
@@ -95,7 +96,7 @@ pub async fn put_segments(
 /// A document's transcript segments, in order.
 pub async fn segments(conn: &impl ConnectionTrait, document_id: &str) -> Result<Vec<Segment>> {
     let rows = conn
-        .query_all_raw(stmt(
+        .query_all_sql(stmt(
             "SELECT seq, start_seconds, end_seconds, speaker, text FROM document_segments \
              WHERE document_id = ? ORDER BY seq",
             [document_id.to_string().into()],

@@ -2,6 +2,7 @@
 //! it) and in `search_raw`, keyed by the document's integer `pk` as FTS rowid.
 
 use sea_orm::{ConnectionTrait, DatabaseConnection};
+use shelf_engine::sql::SqlExt;
 
 use crate::error::{DocumentsError, Result};
 use crate::search::strip_snippet_sentinels;
@@ -32,7 +33,7 @@ pub async fn index_document_in(
 ) -> Result<()> {
     let pk = document_pk(conn, document_id).await?;
     remove_rows(conn, pk).await?;
-    conn.execute_raw(stmt(
+    conn.execute_sql(stmt(
         "INSERT INTO search_cleaned (rowid, body, run_id) VALUES (?, ?, ?)",
         [
             pk.into(),
@@ -41,7 +42,7 @@ pub async fn index_document_in(
         ],
     ))
     .await?;
-    conn.execute_raw(stmt(
+    conn.execute_sql(stmt(
         "INSERT INTO search_raw (rowid, body) VALUES (?, ?)",
         [
             pk.into(),
@@ -59,19 +60,19 @@ pub async fn remove_from_index(conn: &impl ConnectionTrait, document_id: &str) -
 }
 
 async fn remove_rows(conn: &impl ConnectionTrait, pk: i64) -> Result<()> {
-    conn.execute_raw(stmt(
+    conn.execute_sql(stmt(
         "DELETE FROM search_cleaned WHERE rowid = ?",
         [pk.into()],
     ))
     .await?;
-    conn.execute_raw(stmt("DELETE FROM search_raw WHERE rowid = ?", [pk.into()]))
+    conn.execute_sql(stmt("DELETE FROM search_raw WHERE rowid = ?", [pk.into()]))
         .await?;
     Ok(())
 }
 
 async fn document_pk(conn: &impl ConnectionTrait, document_id: &str) -> Result<i64> {
     let row = conn
-        .query_one_raw(stmt(
+        .query_one_sql(stmt(
             "SELECT pk FROM documents WHERE id = ?",
             [document_id.to_string().into()],
         ))

@@ -7,6 +7,7 @@
 //! other runs that are no longer queued or running, so the table holds at most a few runs per
 //! document however often it is reprocessed.
 
+use shelf_engine::sql::SqlExt;
 use std::collections::BTreeSet;
 
 use sea_orm::{ConnectionTrait, QueryResult, Value};
@@ -205,13 +206,13 @@ pub async fn put_pages(
     pages: &[PageRecord],
 ) -> Result<()> {
     for batch in pages.chunks(BATCH_ROWS) {
-        conn.execute_raw(upsert_statement(document_id, run_id, batch)?)
+        conn.execute_sql(upsert_statement(document_id, run_id, batch)?)
             .await?;
     }
 
     let wanted: BTreeSet<u32> = pages.iter().map(|p| p.number).collect();
     let rows = conn
-        .query_all_raw(stmt(
+        .query_all_sql(stmt(
             "SELECT number FROM document_pages WHERE document_id = ? AND run_id = ?",
             [document_id.to_string().into(), run_id.to_string().into()],
         ))
@@ -228,7 +229,7 @@ pub async fn put_pages(
         let mut values: Vec<Value> =
             vec![document_id.to_string().into(), run_id.to_string().into()];
         values.extend(batch.iter().map(|n| Value::from(*n)));
-        conn.execute_raw(stmt(
+        conn.execute_sql(stmt(
             &format!(
                 "DELETE FROM document_pages WHERE document_id = ? AND run_id = ? \
                  AND number IN ({placeholders})"
@@ -240,7 +241,7 @@ pub async fn put_pages(
 
     // Runs still queued or running may yet read or update their records; finished (or
     // deleted) runs' records are superseded by this run's.
-    conn.execute_raw(stmt(
+    conn.execute_sql(stmt(
         "DELETE FROM document_pages WHERE document_id = ? AND run_id <> ? \
          AND run_id NOT IN (SELECT id FROM runs WHERE subject = ? \
          AND status IN ('queued', 'running'))",
@@ -261,7 +262,7 @@ pub async fn put_page(
     run_id: &str,
     page: &PageRecord,
 ) -> Result<()> {
-    conn.execute_raw(upsert_statement(
+    conn.execute_sql(upsert_statement(
         document_id,
         run_id,
         std::slice::from_ref(page),
@@ -277,7 +278,7 @@ pub async fn run_pages(
     run_id: &str,
 ) -> Result<Vec<PageRecord>> {
     let rows = conn
-        .query_all_raw(stmt(
+        .query_all_sql(stmt(
             &format!(
                 "SELECT {PAGE_COLUMNS} FROM document_pages WHERE document_id = ? AND run_id = ? \
                  ORDER BY number"
@@ -314,7 +315,7 @@ pub async fn page_listing(
     // Latest by the run's creation (then its insertion order); records of a run whose row is
     // gone count as oldest.
     let latest = conn
-        .query_one_raw(stmt(
+        .query_one_sql(stmt(
             "SELECT p.run_id FROM (SELECT DISTINCT run_id FROM document_pages \
              WHERE document_id = ?) p LEFT JOIN runs r ON r.id = p.run_id \
              ORDER BY r.created_at IS NULL, r.created_at DESC, r.rowid DESC, p.run_id DESC \
@@ -329,7 +330,7 @@ pub async fn page_listing(
     let keys = || -> Vec<Value> { vec![document_id.to_string().into(), run_id.clone().into()] };
 
     let summary = conn
-        .query_one_raw(stmt(
+        .query_one_sql(stmt(
             &format!(
                 "SELECT count(*) AS pages, \
                  coalesce(sum(source = 'text_layer'), 0) AS text_layer, \
@@ -375,7 +376,7 @@ pub async fn page_listing(
     values.push(to_i64(limit).into());
     values.push(to_i64(offset).into());
     let rows = conn
-        .query_all_raw(stmt(
+        .query_all_sql(stmt(
             &format!(
                 "SELECT number, source, length(text) AS chars, confidence, rotation_degrees, \
                  attempts, corrected, warnings, error, image_path FROM document_pages \

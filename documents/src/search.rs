@@ -2,6 +2,7 @@
 //! normalization into safe FTS5 expressions, filters, BM25 ranking, escaped snippets with
 //! `<mark>` highlights, id-only results and facets.
 
+use shelf_engine::sql::SqlExt;
 use std::borrow::Cow;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
@@ -628,7 +629,7 @@ impl Prepared {
             format!("SELECT count(*) AS n {}", self.source_clause())
         };
         let row = conn
-            .query_one_raw(stmt(&sql, self.values_with(expression)))
+            .query_one_sql(stmt(&sql, self.values_with(expression)))
             .await?;
         match row {
             Some(row) => Ok(get_u64(&row, "n")?),
@@ -740,7 +741,7 @@ impl Prepared {
              WHERE {table} MATCH ? ORDER BY bm25_score ASC LIMIT ?"
         );
         let rows = conn
-            .query_all_raw(stmt(
+            .query_all_sql(stmt(
                 &sql,
                 [
                     expression.to_string().into(),
@@ -795,7 +796,7 @@ impl Prepared {
             values.push(expression.to_string().into());
         }
         Ok(conn
-            .query_all_raw(stmt(
+            .query_all_sql(stmt(
                 &self.page_sql(with_snippets, candidates.len()),
                 values,
             ))
@@ -928,7 +929,7 @@ pub async fn search_facets(
         let mut limited = prepared.values_with(&expression);
         limited.push(to_i64(bucket_limit).into());
         for row in conn
-            .query_all_raw(stmt(&group("d.classification", true), limited.clone()))
+            .query_all_sql(stmt(&group("d.classification", true), limited.clone()))
             .await?
         {
             let value: String = row.try_get("", "value")?;
@@ -941,7 +942,7 @@ pub async fn search_facets(
             });
         }
         for row in conn
-            .query_all_raw(stmt(
+            .query_all_sql(stmt(
                 &group("d.status", false),
                 prepared.values_with(&expression),
             ))
@@ -954,7 +955,7 @@ pub async fn search_facets(
             });
         }
         for row in conn
-            .query_all_raw(stmt(&group("d.filename", true), limited))
+            .query_all_sql(stmt(&group("d.filename", true), limited))
             .await?
         {
             filenames.push(FacetCount {

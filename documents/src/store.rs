@@ -2,6 +2,7 @@
 //! listing, deletion with owned-file cleanup, and the statements that update a document's
 //! status and classifier results.
 
+use shelf_engine::sql::SqlExt;
 use std::path::{Component, Path, PathBuf};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Statement, Value};
@@ -170,7 +171,7 @@ impl DocumentStore {
                 source_kind: SourceKind::Upload,
                 created_at: &now,
             };
-            txn.execute_raw(row.insert_statement()).await?;
+            txn.execute_sql(row.insert_statement()).await?;
             let document = find_document(&txn, &id)
                 .await?
                 .ok_or_else(|| DocumentsError::corrupt("inserted document vanished"))?;
@@ -271,7 +272,7 @@ impl DocumentStore {
             source_kind: SourceKind::Import,
             created_at: &now,
         };
-        txn.execute_raw(row.insert_statement()).await?;
+        txn.execute_sql(row.insert_statement()).await?;
         let document = find_document(&txn, &id)
             .await?
             .ok_or_else(|| DocumentsError::corrupt("inserted document vanished"))?;
@@ -347,12 +348,12 @@ impl DocumentStore {
         );
         let rows = self
             .db
-            .query_all_raw(stmt(&sql, [to_i64(limit).into(), to_i64(offset).into()]))
+            .query_all_sql(stmt(&sql, [to_i64(limit).into(), to_i64(offset).into()]))
             .await?;
         let documents = rows.iter().map(document_from_row).collect::<Result<_>>()?;
         let total = match self
             .db
-            .query_one_raw(stmt("SELECT count(*) AS n FROM documents", []))
+            .query_one_sql(stmt("SELECT count(*) AS n FROM documents", []))
             .await?
         {
             Some(row) => get_u64(&row, "n")?,
@@ -391,7 +392,7 @@ impl DocumentStore {
 
         let txn = begin_immediate(&self.db).await?;
         let Some(row) = txn
-            .query_one_raw(stmt(
+            .query_one_sql(stmt(
                 "SELECT pk FROM documents WHERE id = ?",
                 [id.to_string().into()],
             ))
@@ -402,7 +403,7 @@ impl DocumentStore {
         };
         let pk: i64 = row.try_get("", "pk")?;
         for statement in delete_statements(id, pk) {
-            txn.execute_raw(statement).await?;
+            txn.execute_sql(statement).await?;
         }
 
         // Move the owned directory aside while holding the write lock, so that a concurrent
@@ -496,7 +497,7 @@ pub fn delete_statements(document_id: &str, pk: i64) -> Vec<Statement> {
 pub async fn find_document(conn: &impl ConnectionTrait, id: &str) -> Result<Option<Document>> {
     let sql = format!("SELECT {DOCUMENT_COLUMNS} FROM documents WHERE id = ?");
     let row = conn
-        .query_one_raw(stmt(&sql, [id.to_string().into()]))
+        .query_one_sql(stmt(&sql, [id.to_string().into()]))
         .await?;
     row.as_ref().map(document_from_row).transpose()
 }
@@ -522,7 +523,7 @@ pub async fn set_results(
         .map_err(|err| DocumentsError::corrupt(format!("tags: {err}")))?;
     let confidence = results.classification_confidence.filter(|c| c.is_finite());
     let updated = conn
-        .execute_raw(stmt(
+        .execute_sql(stmt(
             "UPDATE documents SET classification = ?, classification_label = ?, \
              classification_confidence = ?, title = ?, summary = ?, tags = ?, \
              suggested_stem = ?, updated_at = ? WHERE id = ?",

@@ -3,6 +3,7 @@
 
 use sea_orm::{ConnectionTrait, QueryResult};
 use serde::{Deserialize, Serialize};
+use shelf_engine::sql::SqlExt;
 
 use crate::error::{DocumentsError, Result};
 use crate::sql::{get_u64, now_timestamp, stmt, to_i64};
@@ -41,7 +42,7 @@ pub struct ContentPage {
 /// first `created_at`, so replays are idempotent. Composable into a caller's transaction.
 pub async fn put_text(conn: &impl ConnectionTrait, text: &TextRecord) -> Result<()> {
     let chars = text.body.chars().count() as u64;
-    conn.execute_raw(stmt(
+    conn.execute_sql(stmt(
         "INSERT INTO document_texts (id, document_id, run_id, kind, body, chars, created_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?) \
          ON CONFLICT (id) DO UPDATE SET document_id = excluded.document_id, \
@@ -67,7 +68,7 @@ const TEXT_COLUMNS: &str = "id, document_id, run_id, kind, body";
 pub async fn get_text(conn: &impl ConnectionTrait, id: &str) -> Result<Option<TextRecord>> {
     let sql = format!("SELECT {TEXT_COLUMNS} FROM document_texts WHERE id = ?");
     let row = conn
-        .query_one_raw(stmt(&sql, [id.to_string().into()]))
+        .query_one_sql(stmt(&sql, [id.to_string().into()]))
         .await?;
     row.as_ref().map(text_from_row).transpose()
 }
@@ -83,7 +84,7 @@ pub async fn latest_text(
          ORDER BY created_at DESC, rowid DESC LIMIT 1"
     );
     let row = conn
-        .query_one_raw(stmt(
+        .query_one_sql(stmt(
             &sql,
             [document_id.to_string().into(), kind.to_string().into()],
         ))
@@ -101,7 +102,7 @@ pub async fn content_page(
     limit: u64,
 ) -> Result<ContentPage> {
     let row = conn
-        .query_one_raw(stmt(
+        .query_one_sql(stmt(
             "SELECT substr(body, ?, ?) AS page, chars FROM document_texts \
              WHERE document_id = ? AND kind = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
             [

@@ -7,10 +7,11 @@ use common::env;
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use shelf_documents::pages::{page_listing, put_page, put_pages, run_pages};
 use shelf_documents::{DocumentsError, PageRecord, PageSource};
+use shelf_engine::sql::SqlExt;
 
 /// A `runs` row as the engine would write it (only the columns these tests read matter).
 async fn add_run(db: &impl ConnectionTrait, id: &str, subject: &str, status: &str, created: &str) {
-    db.execute_raw(Statement::from_sql_and_values(
+    db.execute_sql(Statement::from_sql_and_values(
         DbBackend::Sqlite,
         "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, status, \
          due_at, enqueued_at, created_at) VALUES (?, ?, 'default', '', '', ?, 0, 0, ?)",
@@ -21,7 +22,7 @@ async fn add_run(db: &impl ConnectionTrait, id: &str, subject: &str, status: &st
 }
 
 async fn set_status(db: &impl ConnectionTrait, id: &str, status: &str) {
-    db.execute_raw(Statement::from_sql_and_values(
+    db.execute_sql(Statement::from_sql_and_values(
         DbBackend::Sqlite,
         "UPDATE runs SET status = ? WHERE id = ?",
         [status.into(), id.into()],
@@ -32,7 +33,7 @@ async fn set_status(db: &impl ConnectionTrait, id: &str, status: &str) {
 
 async fn page_rows(db: &impl ConnectionTrait, document_id: &str) -> i64 {
     let row = db
-        .query_one_raw(Statement::from_sql_and_values(
+        .query_one_sql(Statement::from_sql_and_values(
             DbBackend::Sqlite,
             "SELECT count(*) FROM document_pages WHERE document_id = ?",
             [document_id.into()],

@@ -3,6 +3,7 @@
 
 mod common;
 
+use shelf_engine::sql::SqlExt;
 use std::collections::{HashMap, HashSet};
 
 use common::{Env, env};
@@ -130,7 +131,7 @@ async fn filters_combine() {
     assert_eq!(ids(&env, &by_name).await, vec![pets.id.clone()]);
 
     env.db()
-        .execute_raw(shelf_documents::status_statement(
+        .execute_sql(shelf_documents::status_statement(
             &unclassified.id,
             DocumentStatus::Ready,
         ))

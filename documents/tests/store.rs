@@ -10,10 +10,11 @@ use shelf_documents::{
     document_id, find_document, get_text, index_document, latest_text, put_text, set_results,
     sha256_hex, status_after_cancel_statement, status_statement,
 };
+use shelf_engine::sql::SqlExt;
 
 async fn count(db: &impl ConnectionTrait, sql: &str) -> i64 {
     let row = db
-        .query_one_raw(Statement::from_string(DbBackend::Sqlite, sql))
+        .query_one_sql(Statement::from_string(DbBackend::Sqlite, sql))
         .await
         .expect("query")
         .expect("row");
@@ -285,14 +286,14 @@ async fn results_statuses_and_texts() {
         .expect_err("missing");
     assert_eq!(err.code(), "not_found");
 
-    db.execute_raw(status_statement(&doc.id, DocumentStatus::Processing))
+    db.execute_sql(status_statement(&doc.id, DocumentStatus::Processing))
         .await
         .expect("status");
     assert_eq!(
         env.store.get(&doc.id).await.expect("get").status,
         DocumentStatus::Processing
     );
-    db.execute_raw(status_after_cancel_statement(&doc.id))
+    db.execute_sql(status_after_cancel_statement(&doc.id))
         .await
         .expect("cancel");
     assert_eq!(
@@ -358,7 +359,7 @@ async fn results_statuses_and_texts() {
         .expect_err("missing");
     assert!(matches!(err, DocumentsError::NotFound { .. }));
 
-    db.execute_raw(status_after_cancel_statement(&doc.id))
+    db.execute_sql(status_after_cancel_statement(&doc.id))
         .await
         .expect("cancel");
     assert_eq!(

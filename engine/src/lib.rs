@@ -7,6 +7,7 @@ pub mod error;
 pub mod executor;
 pub mod pipeline;
 pub mod registry;
+pub mod sql;
 pub mod stage;
 pub mod state;
 pub mod store;

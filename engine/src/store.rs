@@ -2,6 +2,7 @@
 //! queue's claim, heartbeat and lease fencing. Every write transaction starts IMMEDIATE and is a
 //! handful of statements; every worker write is fenced by the run's lease token.
 
+use crate::sql::SqlExt;
 use std::time::Duration;
 
 use sea_orm::{
@@ -211,14 +212,14 @@ pub(crate) async fn append_event(
     message: &str,
 ) -> Result<i64, EngineError> {
     let row = txn
-        .query_one_raw(stmt(
+        .query_one_sql(stmt(
             "UPDATE runs SET last_event_seq = last_event_seq + 1 WHERE id = ? RETURNING last_event_seq",
             vec![run_id.into()],
         ))
         .await?
         .ok_or_else(|| EngineError::RunNotFound(run_id.to_string()))?;
     let sequence: i64 = get(&row, "last_event_seq")?;
-    txn.execute_raw(stmt(
+    txn.execute_sql(stmt(
         "INSERT INTO run_events (run_id, sequence, stage, kind, message, created_at) VALUES (?, ?, ?, ?, ?, ?)",
         vec![
             run_id.into(),
@@ -275,7 +276,7 @@ impl RunStore {
         if let Some(old) = retry_of {
             // Re-check inside the write lock: two concurrent retries must not both succeed.
             let row = txn
-                .query_one_raw(stmt(
+                .query_one_sql(stmt(
                     "SELECT status FROM runs WHERE id = ?",
                     vec![old.id.clone().into()],
                 ))
@@ -289,7 +290,7 @@ impl RunStore {
                 });
             }
         }
-        txn.execute_raw(stmt(
+        txn.execute_sql(stmt(
             "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, input, status, attempt, retry_of, due_at, enqueued_at, created_at, trace_parent) \
              VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
             vec![
@@ -309,7 +310,7 @@ impl RunStore {
         ))
         .await?;
         for (position, stage) in new.pipeline.stages.iter().enumerate() {
-            txn.execute_raw(stmt(
+            txn.execute_sql(stmt(
                 "INSERT INTO run_stages (run_id, name, kind, position, status) VALUES (?, ?, ?, ?, 'pending')",
                 vec![
                     id.clone().into(),
@@ -336,7 +337,7 @@ impl RunStore {
             // Reuse the checkpoints of every stage that succeeded, and every partial
             // checkpoint, so the retry pays for no finished work twice.
             let copied = txn
-                .query_all_raw(stmt(
+                .query_all_sql(stmt(
                     "UPDATE run_stages SET status = 'succeeded', \
                        attempts = (SELECT o.attempts FROM run_stages o WHERE o.run_id = ? AND o.name = run_stages.name), \
                        output = (SELECT o.output FROM run_stages o WHERE o.run_id = ? AND o.name = run_stages.name), \
@@ -355,7 +356,7 @@ impl RunStore {
                     ],
                 ))
                 .await?;
-            txn.execute_raw(stmt(
+            txn.execute_sql(stmt(
                 "INSERT INTO run_stage_parts (run_id, stage, key, value) SELECT ?, stage, key, value FROM run_stage_parts WHERE run_id = ?",
                 vec![id.clone().into(), old.id.clone().into()],
             ))
@@ -380,7 +381,7 @@ impl RunStore {
             .await?;
         }
         for s in extra {
-            txn.execute_raw(s).await?;
+            txn.execute_sql(s).await?;
         }
         txn.commit().await?;
         self.get_run(&id)
@@ -404,15 +405,22 @@ impl RunStore {
             None => ("", vec![]),
         };
         // The due time is read before the update moves it to the lease's end: the claim's
-        // queue wait is measured from it. The IMMEDIATE transaction holds the write lock, so
+        // queue wait is measured from it. On SQLite the IMMEDIATE transaction holds the write lock, so
         // no other worker can claim the row in between.
         let pick = format!(
             "SELECT id, due_at FROM runs WHERE status IN ('queued', 'running') AND due_at <= ? {filter} \
-             ORDER BY due_at LIMIT 1"
+             ORDER BY due_at LIMIT 1{}",
+            // PostgreSQL has no database write lock: the row lock keeps two workers from
+            // claiming one run, and SKIP LOCKED lets each take the next free run instead.
+            if crate::sql::is_postgres(&txn) {
+                " FOR UPDATE SKIP LOCKED"
+            } else {
+                ""
+            }
         );
         let mut pick_values: Vec<SqlValue> = vec![now.into()];
         pick_values.append(&mut values);
-        let Some(picked) = txn.query_one_raw(stmt(&pick, pick_values)).await? else {
+        let Some(picked) = txn.query_one_sql(stmt(&pick, pick_values)).await? else {
             txn.rollback().await?;
             return Ok(None);
         };
@@ -432,7 +440,7 @@ impl RunStore {
             now_rfc3339().into(),
             id.into(),
         ];
-        let Some(row) = txn.query_one_raw(stmt(&sql, all)).await? else {
+        let Some(row) = txn.query_one_sql(stmt(&sql, all)).await? else {
             txn.rollback().await?;
             return Ok(None);
         };
@@ -453,7 +461,7 @@ impl RunStore {
         };
         append_event(&txn, &run.id, "run", kind, &message).await?;
         for s in on_claim(&run.subject) {
-            txn.execute_raw(s).await?;
+            txn.execute_sql(s).await?;
         }
         txn.commit().await?;
         Ok(Some(Claim {
@@ -469,7 +477,7 @@ impl RunStore {
     pub async fn heartbeat(&self, run_id: &str, token: i64) -> Result<bool, EngineError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .query_one_sql(stmt(
                 "UPDATE runs SET due_at = ? WHERE id = ? AND lease_token = ? AND status = 'running' RETURNING cancel_requested",
                 vec![
                     (now_ms() + self.lease_ms()).into(),
@@ -494,7 +502,7 @@ impl RunStore {
         let now = now_ms();
         let txn = begin_write(&self.db).await?;
         let row = txn
-            .query_one_raw(stmt(
+            .query_one_sql(stmt(
                 "SELECT status, due_at, subject FROM runs WHERE id = ?",
                 vec![run_id.into()],
             ))
@@ -516,24 +524,24 @@ impl RunStore {
         let abandoned = status == RunStatus::Running && due_at <= now;
         let outcome = if status == RunStatus::Queued || abandoned {
             // Bumping the token fences off a worker that might still wake up.
-            txn.execute_raw(stmt(
+            txn.execute_sql(stmt(
                 "UPDATE runs SET status = 'canceled', cancel_requested = 1, finished_at = ?, lease_owner = NULL, \
                  lease_token = lease_token + 1 WHERE id = ?",
                 vec![now_rfc3339().into(), run_id.into()],
             ))
             .await?;
-            txn.execute_raw(stmt(
+            txn.execute_sql(stmt(
                 "UPDATE run_stages SET status = 'canceled' WHERE run_id = ? AND status IN ('pending', 'running')",
                 vec![run_id.into()],
             ))
             .await?;
             append_event(&txn, run_id, "run", "run_canceled", "run canceled").await?;
             for s in on_cancel(&subject) {
-                txn.execute_raw(s).await?;
+                txn.execute_sql(s).await?;
             }
             CancelOutcome::Canceled
         } else {
-            txn.execute_raw(stmt(
+            txn.execute_sql(stmt(
                 "UPDATE runs SET cancel_requested = 1 WHERE id = ?",
                 vec![run_id.into()],
             ))
@@ -555,7 +563,7 @@ impl RunStore {
     pub async fn get_run(&self, id: &str) -> Result<Option<RunRecord>, EngineError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .query_one_sql(stmt(
                 &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"),
                 vec![id.into()],
             ))
@@ -576,7 +584,7 @@ impl RunStore {
         };
         let total_row = self
             .db
-            .query_one_raw(stmt(
+            .query_one_sql(stmt(
                 &format!("SELECT COUNT(*) AS n FROM runs {filter}"),
                 values.clone(),
             ))
@@ -590,7 +598,7 @@ impl RunStore {
         page_values.push((offset.min(i64::MAX as u64) as i64).into());
         let rows = self
             .db
-            .query_all_raw(stmt(
+            .query_all_sql(stmt(
                 &format!(
                     "SELECT {RUN_COLUMNS} FROM runs {filter} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
                 ),
@@ -609,7 +617,7 @@ impl RunStore {
     ) -> Result<(Vec<RunRecord>, u64), EngineError> {
         let total_row = self
             .db
-            .query_one_raw(stmt(
+            .query_one_sql(stmt(
                 "SELECT COUNT(*) AS n FROM runs WHERE status IN ('queued', 'running')",
                 vec![],
             ))
@@ -620,7 +628,7 @@ impl RunStore {
         };
         let rows = self
             .db
-            .query_all_raw(stmt(
+            .query_all_sql(stmt(
                 &format!("SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('queued', 'running') ORDER BY due_at LIMIT ? OFFSET ?"),
                 vec![
                     (limit.min(i64::MAX as u64) as i64).into(),
@@ -636,7 +644,7 @@ impl RunStore {
         let now = now_ms();
         let row = self
             .db
-            .query_one_raw(stmt(
+            .query_one_sql(stmt(
                 "SELECT \
                    COALESCE(SUM(status = 'queued'), 0) AS queued, \
                    COALESCE(SUM(status = 'queued' AND due_at <= ?), 0) AS due, \
@@ -667,7 +675,7 @@ impl RunStore {
     pub async fn next_due_at(&self) -> Result<Option<i64>, EngineError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .query_one_sql(stmt(
                 "SELECT MIN(due_at) AS due FROM runs WHERE status IN ('queued', 'running')",
                 vec![],
             ))
@@ -681,7 +689,7 @@ impl RunStore {
     pub async fn stages(&self, run_id: &str) -> Result<Vec<StageRecord>, EngineError> {
         let rows = self
             .db
-            .query_all_raw(stmt(
+            .query_all_sql(stmt(
                 "SELECT * FROM run_stages WHERE run_id = ? ORDER BY position",
                 vec![run_id.into()],
             ))
@@ -699,7 +707,7 @@ impl RunStore {
     ) -> Result<Vec<EventRecord>, EngineError> {
         let rows = self
             .db
-            .query_all_raw(stmt(
+            .query_all_sql(stmt(
                 "SELECT * FROM run_events WHERE run_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
                 vec![
                     run_id.into(),
@@ -715,7 +723,7 @@ impl RunStore {
     pub async fn part_counts(&self, run_id: &str) -> Result<Vec<(String, i64)>, EngineError> {
         let rows = self
             .db
-            .query_all_raw(stmt(
+            .query_all_sql(stmt(
                 "SELECT stage, COUNT(*) AS n FROM run_stage_parts WHERE run_id = ? GROUP BY stage",
                 vec![run_id.into()],
             ))
@@ -733,7 +741,7 @@ impl RunStore {
     ) -> Result<Option<String>, EngineError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .query_one_sql(stmt(
                 "SELECT value FROM run_stage_parts WHERE run_id = ? AND stage = ? AND key = ?",
                 vec![run_id.into(), stage.into(), key.into()],
             ))
@@ -756,7 +764,7 @@ impl RunStore {
         let txn = begin_write(&self.db).await?;
         let reserved = events as i64;
         let row = txn
-            .query_one_raw(stmt(
+            .query_one_sql(stmt(
                 "UPDATE runs SET due_at = ?, last_event_seq = last_event_seq + ? \
                  WHERE id = ? AND lease_token = ? AND status = 'running' RETURNING last_event_seq",
                 vec![
@@ -810,7 +818,7 @@ async fn insert_events(
             created.clone().into(),
         ]);
     }
-    txn.execute_raw(stmt(&sql, values)).await?;
+    txn.execute_sql(stmt(&sql, values)).await?;
     Ok(())
 }
 
@@ -837,7 +845,7 @@ impl LeaseGuard {
             .fenced(&self.run_id, self.token, write.events.len())
             .await?;
         for s in write.statements {
-            txn.execute_raw(s).await?;
+            txn.execute_sql(s).await?;
         }
         let events: Vec<(&str, &str, &str)> = write
             .events
@@ -877,7 +885,8 @@ impl LeaseGuard {
     ) -> Result<(), EngineError> {
         self.apply(Write {
             statements: vec![stmt(
-                "INSERT OR REPLACE INTO run_stage_parts (run_id, stage, key, value) VALUES (?, ?, ?, ?)",
+                "INSERT INTO run_stage_parts (run_id, stage, key, value) VALUES (?, ?, ?, ?) \
+                 ON CONFLICT (run_id, stage, key) DO UPDATE SET value = excluded.value",
                 vec![
                     self.run_id.clone().into(),
                     stage.into(),

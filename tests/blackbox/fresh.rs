@@ -3,6 +3,7 @@
 //! refused public bind touches no storage, a broken `uploads` answers `ingest_failed`; and
 //! `shelf delete` through the same service as `DELETE /documents/{id}`.
 
+use shelf_app::engine::sql::SqlExt;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Output;
@@ -51,7 +52,7 @@ fn inspect_now(db: &Path) -> (Vec<String>, String) {
             .await
             .expect("open");
         let tables = conn
-            .query_all_raw(sea_orm::Statement::from_string(
+            .query_all_sql(sea_orm::Statement::from_string(
                 sea_orm::DbBackend::Sqlite,
                 "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
             ))
@@ -61,7 +62,7 @@ fn inspect_now(db: &Path) -> (Vec<String>, String) {
             .filter_map(|row| row.try_get::<String>("", "name").ok())
             .collect();
         let verdict = conn
-            .query_one_raw(sea_orm::Statement::from_string(
+            .query_one_sql(sea_orm::Statement::from_string(
                 sea_orm::DbBackend::Sqlite,
                 "PRAGMA integrity_check",
             ))

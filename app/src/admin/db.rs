@@ -4,12 +4,11 @@
 //! Every command opens its own single connection, so none needs the schema to be current and
 //! none changes the database it only inspects.
 
+use shelf_engine::sql::SqlExt;
 use std::path::{Path, PathBuf};
 
 use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, SqlxSqliteConnector, Statement,
-};
+use sea_orm::{DatabaseConnection, DbBackend, QueryResult, SqlxSqliteConnector, Statement};
 use serde::Serialize;
 use shelf_migrations::known_migrations;
 
@@ -112,7 +111,7 @@ async fn open_file(path: &Path) -> Result<DatabaseConnection, AdminError> {
 
 async fn rows(db: &DatabaseConnection, sql: &str) -> Result<Vec<QueryResult>, AdminError> {
     Ok(db
-        .query_all_raw(Statement::from_string(DbBackend::Sqlite, sql))
+        .query_all_sql(Statement::from_string(DbBackend::Sqlite, sql))
         .await?)
 }
 
@@ -307,7 +306,7 @@ pub(crate) async fn snapshot(settings: &Settings, into: &Path) -> Result<SchemaS
         })?;
     let db = open_file(&database).await?;
     let result = db
-        .execute_raw(Statement::from_sql_and_values(
+        .execute_sql(Statement::from_sql_and_values(
             DbBackend::Sqlite,
             "VACUUM INTO ?",
             [target.into()],

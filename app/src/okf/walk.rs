@@ -8,9 +8,10 @@
 //! A concept's slug is decided among *all* processed documents with its code, whatever the
 //! filter, so `GET /documents/{id}/okf` and every bundle put a document at the same path.
 
+use shelf_engine::sql::SqlExt;
 use std::collections::{BTreeMap, VecDeque};
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, QueryResult, Statement, Value};
+use sea_orm::{DatabaseConnection, DbBackend, QueryResult, Statement, Value};
 use serde::Serialize;
 use shelf_documents::{Document, TEXT_KIND_CLEANED, dewey, find_document, latest_text};
 
@@ -170,7 +171,7 @@ async fn group(db: &DatabaseConnection, code: &str) -> Result<Vec<Member>, AppEr
         has_cleaned()
     );
     let rows = db
-        .query_all_raw(stmt(&sql, vec![code.to_string().into()]))
+        .query_all_sql(stmt(&sql, vec![code.to_string().into()]))
         .await?;
     let mut members = Vec::with_capacity(rows.len());
     for row in &rows {
@@ -359,7 +360,7 @@ impl OkfWalk {
             }
             sql.push_str(&filter_sql(&self.filter, &mut values));
             sql.push_str(&format!(" ORDER BY d.classification LIMIT {CODE_PAGE}"));
-            let rows = self.db.query_all_raw(stmt(&sql, values)).await?;
+            let rows = self.db.query_all_sql(stmt(&sql, values)).await?;
             self.codes_exhausted = (rows.len() as u64) < CODE_PAGE;
             for row in rows {
                 self.codes.push_back(row.try_get("", "code")?);
@@ -438,7 +439,7 @@ pub async fn skipped_page(
     sql.push_str(&filter_sql(filter, &mut values));
     sql.push_str(" ORDER BY d.created_at DESC, d.id ASC LIMIT ?");
     values.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
-    let rows = db.query_all_raw(stmt(&sql, values)).await?;
+    let rows = db.query_all_sql(stmt(&sql, values)).await?;
     let mut out = Vec::with_capacity(rows.len());
     let mut cursor = None;
     for row in &rows {
@@ -466,7 +467,7 @@ pub async fn count(db: &DatabaseConnection, filter: &OkfFilter) -> Result<u64, A
         has_cleaned(),
         filter_sql(filter, &mut values)
     );
-    let row = db.query_one_raw(stmt(&sql, values)).await?;
+    let row = db.query_one_sql(stmt(&sql, values)).await?;
     let n: i64 = match row {
         Some(row) => row.try_get("", "n")?,
         None => 0,

@@ -18,30 +18,27 @@ pub struct Args {
 pub async fn run(args: Args) -> CliResult {
     let settings = super::settings(args.json)?;
     crate::logging::init(&settings, true, args.json)?;
-    let conn = db::connect(&settings.database_path, 2)
+    let conn = db::connect_settings(&settings, 2)
         .await
         .or_fail(args.json)?;
     let migrated = db::migrate(&conn).await.or_fail(args.json)?;
     if args.json {
         print_json(&serde_json::json!({
-            "database": settings.database_path,
+            "database": settings.database_display(),
             "applied_now": migrated.applied_now,
             "applied_migrations": migrated.status.applied,
         }));
     } else if migrated.applied_now.is_empty() {
         println!(
             "database {} is up to date ({} migrations)",
-            settings.database_path.display(),
+            settings.database_display(),
             migrated.status.applied.len()
         );
     } else {
         for name in &migrated.applied_now {
             println!("applied {name}");
         }
-        println!(
-            "database {} is up to date",
-            settings.database_path.display()
-        );
+        println!("database {} is up to date", settings.database_display());
     }
     Ok(ExitCode::SUCCESS)
 }

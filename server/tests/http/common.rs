@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use shelf_app::engine::sql::SqlExt;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -158,7 +159,7 @@ impl TestApp {
     pub async fn sql(&self, sql: &str) {
         self.shelf()
             .db
-            .execute_raw(Statement::from_string(DbBackend::Sqlite, sql))
+            .execute_sql(Statement::from_string(DbBackend::Sqlite, sql))
             .await
             .expect("sql");
     }
@@ -167,7 +168,7 @@ impl TestApp {
         let row = self
             .shelf()
             .db
-            .query_one_raw(Statement::from_string(
+            .query_one_sql(Statement::from_string(
                 DbBackend::Sqlite,
                 format!("SELECT count(*) AS n FROM {table}"),
             ))

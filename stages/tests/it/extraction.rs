@@ -3,6 +3,7 @@
 //! version changes or the cache is off), transcript segments stored with the document, and
 //! the OCR flags of images.
 
+use shelf_engine::sql::SqlExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -92,7 +93,7 @@ async fn the_cache_is_reused_on_reprocess_and_missed_for_a_new_extractor_version
     let left = s
         .documents
         .db
-        .query_all_raw(sea_orm::Statement::from_string(
+        .query_all_sql(sea_orm::Statement::from_string(
             sea_orm::DbBackend::Sqlite,
             "SELECT sha256 FROM extraction_cache",
         ))
