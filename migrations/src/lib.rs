@@ -1,5 +1,7 @@
 //! Append-only schema history of the Shelf database: one file per migration, never edited once
-//! released. The migration name is its file name.
+//! released. The migration name is its file name. Each migration holds its SQL twice, for SQLite
+//! (the released history, unchanged) and for PostgreSQL, under the same name, so both backends
+//! record the same list of migrations and `known_migrations` means the same on either.
 
 pub use sea_orm_migration::prelude::*;
 
@@ -10,11 +12,23 @@ mod m20261124_000001_trace;
 
 pub struct Migrator;
 
-/// Runs a migration's SQL statements in order (every migration here is plain SQL).
+/// Runs, in order, the statements written for the connection's backend (every migration here is
+/// plain SQL, one variant per dialect).
 pub(crate) async fn execute_all(
     manager: &SchemaManager<'_>,
-    statements: &[&str],
+    sqlite: &[&str],
+    postgres: &[&str],
 ) -> Result<(), DbErr> {
+    let statements = match manager.get_database_backend() {
+        sea_orm::DbBackend::Sqlite => sqlite,
+        sea_orm::DbBackend::Postgres => postgres,
+        _ => {
+            return Err(DbErr::BackendNotSupported {
+                db: "this backend",
+                ctx: "Shelf's schema exists for SQLite and PostgreSQL only",
+            });
+        }
+    };
     let db = manager.get_connection();
     for sql in statements {
         db.execute_unprepared(sql).await?;

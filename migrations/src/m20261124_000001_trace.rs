@@ -10,13 +10,17 @@ const UP: &[&str] = &["ALTER TABLE runs ADD COLUMN trace_parent TEXT"];
 
 const DOWN: &[&str] = &["ALTER TABLE runs DROP COLUMN trace_parent"];
 
+// Both statements are PostgreSQL as written.
+const UP_POSTGRES: &[&str] = UP;
+const DOWN_POSTGRES: &[&str] = DOWN;
+
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::execute_all(manager, UP).await
+        crate::execute_all(manager, UP, UP_POSTGRES).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::execute_all(manager, DOWN).await
+        crate::execute_all(manager, DOWN, DOWN_POSTGRES).await
     }
 }

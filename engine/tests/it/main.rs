@@ -1,7 +1,10 @@
 //! The engine's component tests, compiled into one binary: pipeline compilation, the executor
-//! and the durable queue, on real SQLite files with real migrations.
+//! and the durable queue, on real SQLite files with real migrations; the PostgreSQL harness.
 
 mod common;
 mod executor;
+#[path = "../../../tests/support/pg_cluster.rs"]
+mod pg_cluster;
+mod pg_cluster_selftest;
 mod pipeline;
 mod queue;
