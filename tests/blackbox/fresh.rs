@@ -47,7 +47,6 @@ fn inspect(db: &Path) -> (Vec<String>, String) {
 fn inspect_now(db: &Path) -> (Vec<String>, String) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        use sea_orm::ConnectionTrait;
         let conn = sea_orm::Database::connect(format!("sqlite://{}?mode=ro", db.display()))
             .await
             .expect("open");

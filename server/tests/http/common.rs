@@ -15,7 +15,7 @@ use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use sea_orm::{DbBackend, Statement};
 use serde_json::Value;
 use shelf_app::{Settings, Shelf};
 use shelf_server::{AppState, ServerOptions};
