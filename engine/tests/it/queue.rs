@@ -231,7 +231,53 @@ async fn canceling_a_run_whose_worker_died_is_immediate(backend: Backend) {
     );
 }
 
+async fn queue_counts_tell_queued_due_running_and_expired_runs_apart(backend: Backend) {
+    let (_dir, db) = database(backend).await;
+    let probe = Arc::new(Probe::default());
+    let long = engine(
+        &db,
+        &probe,
+        EngineConfig {
+            lease: Duration::from_secs(600),
+            ..fast_config()
+        },
+    );
+    let short = engine(
+        &db,
+        &probe,
+        EngineConfig {
+            lease: Duration::from_millis(1),
+            ..fast_config()
+        },
+    );
+    let p = compile(&long, "version: 1\nstages:\n  a: { uses: step }\n");
+    let empty = long.store().queue_counts().await.unwrap();
+    assert_eq!(
+        (empty.queued, empty.due, empty.running, empty.expired_leases),
+        (0, 0, 0, 0)
+    );
+    for subject in ["s1", "s2", "s3"] {
+        long.submit(subject, &p, json!({})).await.unwrap();
+    }
+    long.claim("held", None).await.unwrap().expect("claim");
+    short.claim("gone", None).await.unwrap().expect("claim");
+    // The short lease (1 ms) is over once this much has passed.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let counts = long.store().queue_counts().await.unwrap();
+    assert_eq!(
+        (
+            counts.queued,
+            counts.due,
+            counts.running,
+            counts.expired_leases
+        ),
+        (1, 1, 2, 1),
+        "{counts:?}"
+    );
+}
+
 on_both_backends!(
+    queue_counts_tell_queued_due_running_and_expired_runs_apart,
     an_expired_lease_is_reclaimed_and_the_stale_worker_is_fenced_off,
     heartbeats_keep_a_long_stage_from_being_reclaimed,
     reclaims_are_capped,
