@@ -82,6 +82,9 @@ impl Worker {
                 Ok(None) => drop(permit),
                 Err(error) => {
                     drop(permit);
+                    // A whole poll, not the next due time: a failing database is not retried
+                    // in a tight loop.
+                    next_due = None;
                     tracing::warn!(%error, "claiming from the queue failed; backing off");
                 }
             }
