@@ -139,9 +139,7 @@ async fn scenario(documents: usize, workers: usize, postgres: Option<&str>, n: u
         None => None,
     };
     let url = scratch.as_ref().map(|s| s.url.as_str());
-    let shelf = Shelf::open(settings(dir.path(), url))
-        .await
-        .expect("open");
+    let shelf = Shelf::open(settings(dir.path(), url)).await.expect("open");
     let files = dir.path().join("files");
     std::fs::create_dir_all(&files).expect("mkdir");
 

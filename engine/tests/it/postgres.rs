@@ -1,15 +1,16 @@
 //! The queue as several hosts use it on PostgreSQL: workers with pools of their own claiming
 //! from one database while two "APIs" submit and cancel, and idle workers woken by
 //! `LISTEN/NOTIFY` rather than by their (long) poll, also after their listening connection was
-//! killed.
+//! killed; a cancel racing the end of its run under READ COMMITTED.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait};
 use serde_json::json;
+use shelf_engine::sql::SqlExt;
 use shelf_engine::store::CancelOutcome;
 use shelf_engine::{Engine, EngineError, RunRecord, RunStatus, Worker, WorkerConfig};
 use tokio::task::JoinHandle;
@@ -45,7 +46,12 @@ async fn spawn_worker(
 async fn terminal_within(e: &Engine, run_id: &str, bound: Duration) -> RunRecord {
     let deadline = Instant::now() + bound;
     loop {
-        let run = e.store().get_run(run_id).await.unwrap().expect("run exists");
+        let run = e
+            .store()
+            .get_run(run_id)
+            .await
+            .unwrap()
+            .expect("run exists");
         if run.status.is_terminal() {
             return run;
         }
@@ -158,7 +164,11 @@ async fn many_workers_finish_every_run_exactly_once_while_apis_submit_and_cancel
         w.await.unwrap();
     }
 
-    assert_eq!(probe.overlaps.load(Ordering::SeqCst), 0, "one worker per run");
+    assert_eq!(
+        probe.overlaps.load(Ordering::SeqCst),
+        0,
+        "one worker per run"
+    );
     let canceled: HashSet<&str> = cancels.iter().map(|(id, _)| id.as_str()).collect();
     let mut owners = HashSet::new();
     for id in &ids {
@@ -208,7 +218,10 @@ async fn many_workers_finish_every_run_exactly_once_while_apis_submit_and_cancel
         let run = observer.store().get_run(id).await.unwrap().unwrap();
         if *outcome == Some(CancelOutcome::Canceled) {
             assert_eq!(run.status, RunStatus::Canceled, "{id}");
-            assert_eq!(run.claims, 0, "a run canceled in the queue is never claimed");
+            assert_eq!(
+                run.claims, 0,
+                "a run canceled in the queue is never claimed"
+            );
         }
     }
     assert!(owners.len() > 1, "several workers took work: {owners:?}");
@@ -269,4 +282,75 @@ async fn a_worker_listens_again_after_its_connection_is_killed() {
     assert_eq!(done.status, RunStatus::Succeeded);
     shutdown.cancel();
     worker.await.unwrap();
+}
+
+/// Waits until some session of this database waits on a row lock.
+async fn until_blocked_on_a_lock(db: &DatabaseConnection) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let row = db
+            .query_one_raw(Statement::from_string(
+                DbBackend::Postgres,
+                "SELECT COUNT(*) AS n FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            ))
+            .await
+            .expect("pg_stat_activity")
+            .expect("one row");
+        if row.try_get::<i64>("", "n").expect("n") > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nothing ever waited on the lock");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_racing_the_end_of_its_run_sees_the_end() {
+    if !postgres_available() {
+        return;
+    }
+    let (test_db, db) = database(Backend::Postgres).await;
+    let probe = Arc::new(Probe::default());
+    let worker = engine(&db, &probe, fast_config());
+    let p = compile(&worker, "version: 1\nstages:\n  a: { uses: step }\n");
+    let run = worker.submit("s", &p, json!({})).await.unwrap();
+    worker.claim("w", None).await.unwrap().expect("claim");
+    // The worker's last transaction, caught between its write and its commit: under READ
+    // COMMITTED a cancel that read the run without locking it would still see it running.
+    let worker_db = connect(&test_db).await;
+    let ending = worker_db.begin().await.unwrap();
+    ending
+        .execute_sql(statement_on_run(
+            "UPDATE runs SET status = 'succeeded', finished_at = 'now', lease_owner = NULL WHERE id = ?",
+            &run.id,
+        ))
+        .await
+        .unwrap();
+    let api_db = connect(&test_db).await;
+    let api = engine(&api_db, &probe, fast_config());
+    let cancel = {
+        let id = run.id.clone();
+        tokio::spawn(async move { api.cancel(&id).await })
+    };
+    until_blocked_on_a_lock(&db).await;
+    ending.commit().await.unwrap();
+    let outcome = cancel.await.unwrap();
+    assert!(
+        matches!(outcome, Err(EngineError::RunTerminal { .. })),
+        "{outcome:?}"
+    );
+    let after = worker.store().get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(
+        after.status,
+        RunStatus::Succeeded,
+        "a terminal run never changes"
+    );
+    let kinds = event_kinds(&worker, &run.id).await;
+    assert_eq!(kinds, ["run:run_queued", "run:run_started"], "{kinds:?}");
+}
+
+/// A statement written as every engine statement is (SQLite placeholders), bound to one run id.
+fn statement_on_run(sql: &str, id: &str) -> Statement {
+    Statement::from_sql_and_values(DbBackend::Sqlite, sql, [id.into()])
 }
