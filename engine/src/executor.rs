@@ -22,7 +22,9 @@ use crate::pipeline::{
 use crate::registry::Registry;
 use crate::stage::{StageContext, StageError, StageInputs};
 use crate::state::{RunStatus, StageStatus};
-use crate::store::{CancelOutcome, Claim, LeaseGuard, NewRun, RunRecord, RunStore, Write, stmt};
+use crate::store::{
+    CancelOutcome, Claim, LeaseGuard, NewRun, RunRecord, RunStore, Write, stmt, wake_statements,
+};
 use crate::time::{now_ms, now_rfc3339};
 
 /// What the application adds to the engine's transitions, without the engine knowing what a
@@ -745,6 +747,8 @@ impl Engine {
             ),
         ];
         statements.extend(self.hooks.on_status(&run.subject, RunStatus::Queued));
+        // Idle workers wake for a released run, and re-read the next due time for a retry.
+        statements.extend(wake_statements(self.store.db()));
         batch.push(Write {
             statements,
             events: vec![("run".into(), kind, message)],

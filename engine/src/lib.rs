@@ -12,6 +12,7 @@ pub mod stage;
 pub mod state;
 pub mod store;
 pub mod time;
+pub mod wake;
 pub mod worker;
 
 pub use error::EngineError;

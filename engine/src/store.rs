@@ -21,6 +21,32 @@ pub(crate) fn stmt(sql: &str, values: Vec<SqlValue>) -> Statement {
     Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)
 }
 
+/// ` FOR UPDATE` on PostgreSQL, nothing on SQLite: appended to a read that a write of the same
+/// transaction depends on. SQLite's IMMEDIATE transaction already holds the one write lock;
+/// PostgreSQL (READ COMMITTED) needs the row locked, or another transaction may change it in
+/// between.
+pub(crate) fn row_lock(conn: &impl ConnectionTrait) -> &'static str {
+    if crate::sql::is_postgres(conn) {
+        " FOR UPDATE"
+    } else {
+        ""
+    }
+}
+
+/// The statements that wake idle workers when a transaction puts a run on the queue: a
+/// `NOTIFY` on PostgreSQL (delivered at commit, and not at all on rollback), nothing on SQLite,
+/// whose workers poll.
+pub(crate) fn wake_statements(conn: &impl ConnectionTrait) -> Vec<Statement> {
+    if crate::sql::is_postgres(conn) {
+        vec![Statement::from_string(
+            DbBackend::Postgres,
+            format!("NOTIFY {}", crate::wake::CHANNEL),
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
 /// Starts a write transaction that takes the write lock up front, so a read-then-write
 /// transaction waits on the busy timeout instead of failing with "database is locked".
 pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
@@ -277,7 +303,7 @@ impl RunStore {
             // Re-check inside the write lock: two concurrent retries must not both succeed.
             let row = txn
                 .query_one_sql(stmt(
-                    "SELECT status FROM runs WHERE id = ?",
+                    &format!("SELECT status FROM runs WHERE id = ?{}", row_lock(&txn)),
                     vec![old.id.clone().into()],
                 ))
                 .await?
@@ -383,6 +409,9 @@ impl RunStore {
         for s in extra {
             txn.execute_sql(s).await?;
         }
+        for s in wake_statements(&txn) {
+            txn.execute_sql(s).await?;
+        }
         txn.commit().await?;
         self.get_run(&id)
             .await?
@@ -411,7 +440,10 @@ impl RunStore {
             "SELECT id, due_at FROM runs WHERE status IN ('queued', 'running') AND due_at <= ? {filter} \
              ORDER BY due_at LIMIT 1{}",
             // PostgreSQL has no database write lock: the row lock keeps two workers from
-            // claiming one run, and SKIP LOCKED lets each take the next free run instead.
+            // claiming one run, and SKIP LOCKED lets each take the next free run instead. A row
+            // that commits a change while it is being locked is re-checked against the WHERE
+            // clause (READ COMMITTED), so a run just claimed elsewhere (its due time moved to
+            // the lease's end) is not picked again.
             if crate::sql::is_postgres(&txn) {
                 " FOR UPDATE SKIP LOCKED"
             } else {
@@ -501,9 +533,15 @@ impl RunStore {
     ) -> Result<CancelOutcome, EngineError> {
         let now = now_ms();
         let txn = begin_write(&self.db).await?;
+        // On PostgreSQL nothing holds a database write lock: the row lock keeps a claim, a
+        // heartbeat or the run's end from slipping in between this read and the write below
+        // (which would otherwise cancel a run that just finished).
         let row = txn
             .query_one_sql(stmt(
-                "SELECT status, due_at, subject FROM runs WHERE id = ?",
+                &format!(
+                    "SELECT status, due_at, subject FROM runs WHERE id = ?{}",
+                    row_lock(&txn)
+                ),
                 vec![run_id.into()],
             ))
             .await?
@@ -526,7 +564,7 @@ impl RunStore {
             // Bumping the token fences off a worker that might still wake up.
             txn.execute_sql(stmt(
                 "UPDATE runs SET status = 'canceled', cancel_requested = 1, finished_at = ?, lease_owner = NULL, \
-                 lease_token = lease_token + 1 WHERE id = ?",
+                 lease_token = lease_token + 1 WHERE id = ? AND status IN ('queued', 'running')",
                 vec![now_rfc3339().into(), run_id.into()],
             ))
             .await?;
@@ -542,7 +580,7 @@ impl RunStore {
             CancelOutcome::Canceled
         } else {
             txn.execute_sql(stmt(
-                "UPDATE runs SET cancel_requested = 1 WHERE id = ?",
+                "UPDATE runs SET cancel_requested = 1 WHERE id = ? AND status = 'running'",
                 vec![run_id.into()],
             ))
             .await?;
@@ -645,11 +683,13 @@ impl RunStore {
         let row = self
             .db
             .query_one_sql(stmt(
+                // CASE rather than summing the comparison: PostgreSQL's comparisons are
+                // booleans, which it does not add up; SUM over integers is BIGINT on both.
                 "SELECT \
-                   COALESCE(SUM(status = 'queued'), 0) AS queued, \
-                   COALESCE(SUM(status = 'queued' AND due_at <= ?), 0) AS due, \
-                   COALESCE(SUM(status = 'running'), 0) AS running, \
-                   COALESCE(SUM(status = 'running' AND due_at <= ?), 0) AS expired \
+                   COALESCE(SUM(CASE WHEN status = 'queued' THEN 1 ELSE 0 END), 0) AS queued, \
+                   COALESCE(SUM(CASE WHEN status = 'queued' AND due_at <= ? THEN 1 ELSE 0 END), 0) AS due, \
+                   COALESCE(SUM(CASE WHEN status = 'running' THEN 1 ELSE 0 END), 0) AS running, \
+                   COALESCE(SUM(CASE WHEN status = 'running' AND due_at <= ? THEN 1 ELSE 0 END), 0) AS expired \
                  FROM runs WHERE status IN ('queued', 'running')",
                 vec![now.into(), now.into()],
             ))

@@ -1,6 +1,8 @@
-//! The queue worker: claims due runs up to its concurrency and executes them. Idle workers poll
-//! a cheap indexed read (no write lock) every `poll_interval`, so new work is noticed within
-//! about that long without hammering the database.
+//! The queue worker: claims due runs up to its concurrency and executes them. Idle workers read
+//! a cheap index (no write lock) to see whether anything is due. On SQLite they do so every
+//! `poll_interval`; on PostgreSQL they wait for a queue notification instead, or until the next
+//! due time or `poll_interval` (the fallback for leases that expire and retries that come due,
+//! which nobody announces), whichever comes first.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::executor::{ClaimOutcome, Engine};
 use crate::time::now_ms;
+use crate::wake::{Waiter, Woken};
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -44,6 +47,7 @@ impl Worker {
     pub async fn run(&self, shutdown: CancellationToken) {
         let slots = Arc::new(Semaphore::new(self.config.concurrency));
         let mut tasks = JoinSet::new();
+        let mut waiter = Waiter::new(self.engine.store().db().clone());
         tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "worker started");
         loop {
             while tasks.try_join_next().is_some() {}
@@ -54,7 +58,11 @@ impl Worker {
                 },
                 _ = shutdown.cancelled() => break,
             };
-            match self.try_claim().await {
+            // Listening starts before the queue is read, so a run enqueued right after the read
+            // still wakes the wait below.
+            waiter.prepare().await;
+            let mut next_due = None;
+            match self.try_claim(&mut next_due).await {
                 Ok(Some(claim)) => {
                     let engine = self.engine.clone();
                     let shutdown = shutdown.clone();
@@ -74,22 +82,71 @@ impl Worker {
                 Ok(None) => drop(permit),
                 Err(error) => {
                     drop(permit);
+                    // A whole poll, not the next due time: a failing database is not retried
+                    // in a tight loop.
+                    next_due = None;
                     tracing::warn!(%error, "claiming from the queue failed; backing off");
                 }
             }
-            tokio::select! {
-                _ = tokio::time::sleep(self.config.poll_interval) => {}
-                _ = shutdown.cancelled() => break,
+            let timeout = if waiter.listens() {
+                idle_timeout(self.config.poll_interval, next_due, now_ms())
+            } else {
+                self.config.poll_interval
+            };
+            if waiter.wait(timeout, &shutdown).await == Woken::Shutdown {
+                break;
             }
         }
         tracing::info!(worker = %self.config.id, in_flight = tasks.len(), "worker stopping");
         while tasks.join_next().await.is_some() {}
     }
 
-    async fn try_claim(&self) -> Result<Option<crate::store::Claim>, crate::EngineError> {
-        match self.engine.store().next_due_at().await? {
+    /// Claims a due run, if the index says one is due; `next_due` receives the earliest due
+    /// time it read.
+    async fn try_claim(
+        &self,
+        next_due: &mut Option<i64>,
+    ) -> Result<Option<crate::store::Claim>, crate::EngineError> {
+        *next_due = self.engine.store().next_due_at().await?;
+        match *next_due {
             Some(due) if due <= now_ms() => self.engine.claim(&self.config.id, None).await,
             _ => Ok(None),
         }
+    }
+}
+
+/// How long a listening worker may wait before reading the queue again: until the earliest due
+/// time, at most `poll`. A run that is due yet was not claimed is locked by another worker's
+/// claim for a moment, so the wait is not zero.
+fn idle_timeout(poll: Duration, next_due: Option<i64>, now: i64) -> Duration {
+    const LOCKED_ROW_WAIT: Duration = Duration::from_millis(10);
+    match next_due {
+        Some(due) => Duration::from_millis(u64::try_from(due - now).unwrap_or(0))
+            .clamp(LOCKED_ROW_WAIT, poll.max(LOCKED_ROW_WAIT)),
+        None => poll,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listening_worker_wakes_for_the_next_due_run() {
+        let poll = Duration::from_secs(30);
+        assert_eq!(idle_timeout(poll, None, 1_000), poll);
+        assert_eq!(
+            idle_timeout(poll, Some(1_250), 1_000),
+            Duration::from_millis(250)
+        );
+        assert_eq!(idle_timeout(poll, Some(100_000), 1_000), poll);
+        assert_eq!(
+            idle_timeout(poll, Some(900), 1_000),
+            Duration::from_millis(10)
+        );
+        assert_eq!(
+            idle_timeout(Duration::ZERO, Some(900), 1_000),
+            Duration::from_millis(10)
+        );
     }
 }

@@ -1,5 +1,6 @@
-//! Test stages and helpers shared by the engine's component tests: a real SQLite file with real
-//! migrations, and stages whose behaviour the tests steer.
+//! Test stages and helpers shared by the engine's component tests: a real database with real
+//! migrations (a SQLite file, or a fresh database on the test process's PostgreSQL cluster), and
+//! stages whose behaviour the tests steer.
 
 #![allow(dead_code)]
 
@@ -12,6 +13,7 @@ use async_trait::async_trait;
 use sea_orm::DatabaseConnection;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use shelf_engine::db::{DatabaseTarget, connect_target};
 use shelf_engine::executor::NoHooks;
 use shelf_engine::{
     CompiledPipeline, Engine, EngineConfig, PipelineSource, Registry, RunStore, Stage,
@@ -20,19 +22,110 @@ use shelf_engine::{
 use shelf_migrations::{Migrator, MigratorTrait};
 use tempfile::TempDir;
 
-pub async fn database() -> (TempDir, DatabaseConnection) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = connect(&dir).await;
-    Migrator::up(&db, None).await.expect("migrate");
-    (dir, db)
+use crate::pg_cluster::PgCluster;
+
+/// The database a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
 }
 
-/// A second pool on the same file, as a second process would have.
-pub async fn connect(dir: &TempDir) -> DatabaseConnection {
-    shelf_engine::db::connect(&dir.path().join("engine.sqlite"), 4)
-        .await
-        .expect("connect")
+/// A test's database: a SQLite file in a temporary directory, or a PostgreSQL database of its
+/// own (dropped with the cluster when the test process ends).
+pub struct TestDb {
+    target: DatabaseTarget,
+    _dir: Option<TempDir>,
 }
+
+impl TestDb {
+    pub fn backend(&self) -> Backend {
+        match self.target {
+            DatabaseTarget::Sqlite(_) => Backend::Sqlite,
+            DatabaseTarget::Postgres(_) => Backend::Postgres,
+        }
+    }
+}
+
+/// A fresh, migrated database on `backend`. PostgreSQL tests call this only after
+/// [`postgres_available`] said yes (the test macros do).
+pub async fn database(backend: Backend) -> (TestDb, DatabaseConnection) {
+    let test_db = match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().expect("tempdir");
+            TestDb {
+                target: DatabaseTarget::Sqlite(dir.path().join("engine.sqlite")),
+                _dir: Some(dir),
+            }
+        }
+        Backend::Postgres => {
+            let cluster = PgCluster::shared().expect("PostgreSQL cluster");
+            TestDb {
+                target: DatabaseTarget::Postgres(cluster.create_database("engine")),
+                _dir: None,
+            }
+        }
+    };
+    let db = connect(&test_db).await;
+    Migrator::up(&db, None).await.expect("migrate");
+    (test_db, db)
+}
+
+/// A second pool on the same database, as a second process would have.
+pub async fn connect(test_db: &TestDb) -> DatabaseConnection {
+    connect_target(&test_db.target, 4).await.expect("connect")
+}
+
+/// Whether this process has a PostgreSQL cluster; says why a test is skipped when not. With
+/// `SHELF_REQUIRE_POSTGRES=1` (CI) a missing cluster fails instead.
+pub fn postgres_available() -> bool {
+    let available = PgCluster::shared().is_some();
+    if !available {
+        eprintln!("skipped on PostgreSQL: no PostgreSQL server binaries here");
+    }
+    available
+}
+
+/// Turns each `async fn name(backend: Backend)` into the tests `name::sqlite` and
+/// `name::postgres`, so every engine invariant is checked on both databases. Prefix the list
+/// with `multi_thread:` for tests that need a multi-threaded runtime.
+macro_rules! on_both_backends {
+    (multi_thread: $($name:ident),+ $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn sqlite() {
+                    super::$name(crate::common::Backend::Sqlite).await
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn postgres() {
+                    if crate::common::postgres_available() {
+                        super::$name(crate::common::Backend::Postgres).await
+                    }
+                }
+            }
+        )+
+    };
+    ($($name:ident),+ $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test]
+                async fn sqlite() {
+                    super::$name(crate::common::Backend::Sqlite).await
+                }
+
+                #[tokio::test]
+                async fn postgres() {
+                    if crate::common::postgres_available() {
+                        super::$name(crate::common::Backend::Postgres).await
+                    }
+                }
+            }
+        )+
+    };
+}
+pub(crate) use on_both_backends;
 
 /// What the test stages observed.
 #[derive(Default)]

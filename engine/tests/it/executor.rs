@@ -1,4 +1,4 @@
-//! The executor on a real SQLite file: DAG order, parallel branches, `when`, retries with
+//! The executor on a real database (SQLite and PostgreSQL): DAG order, parallel branches, `when`, retries with
 //! backoff through the queue, timeouts, cancellation, retry of failed runs.
 
 use std::sync::Arc;
@@ -11,7 +11,9 @@ use shelf_engine::store::CancelOutcome;
 use shelf_engine::{EngineError, RunStatus, StageStatus};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{Probe, compile, database, engine, event_kinds, fast_config};
+use crate::common::{
+    Backend, Probe, compile, database, engine, event_kinds, fast_config, on_both_backends,
+};
 
 async fn run_to_end(e: &shelf_engine::Engine, run_id: &str) -> shelf_engine::RunRecord {
     tokio::time::timeout(
@@ -23,9 +25,8 @@ async fn run_to_end(e: &shelf_engine::Engine, run_id: &str) -> shelf_engine::Run
     .expect("run")
 }
 
-#[tokio::test]
-async fn stages_run_in_dependency_order_and_see_upstream_outputs() {
-    let (_dir, db) = database().await;
+async fn stages_run_in_dependency_order_and_see_upstream_outputs(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = engine(&db, &probe, fast_config());
     let p = compile(
@@ -64,9 +65,8 @@ async fn stages_run_in_dependency_order_and_see_upstream_outputs() {
     assert_eq!(seqs, (1..=events.len() as i64).collect::<Vec<_>>());
 }
 
-#[tokio::test]
-async fn independent_branches_run_concurrently() {
-    let (_dir, db) = database().await;
+async fn independent_branches_run_concurrently(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = engine(&db, &probe, fast_config());
     let p = compile(
@@ -100,9 +100,8 @@ async fn independent_branches_run_concurrently() {
     );
 }
 
-#[tokio::test]
-async fn when_false_skips_and_passes_inputs_through() {
-    let (_dir, db) = database().await;
+async fn when_false_skips_and_passes_inputs_through(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = engine(&db, &probe, fast_config());
     let p = compile(
@@ -130,9 +129,8 @@ async fn when_false_skips_and_passes_inputs_through() {
     assert_eq!(clean.output.as_ref().unwrap()["seen"], json!("ocr"));
 }
 
-#[tokio::test]
-async fn retries_requeue_the_run_with_backoff_instead_of_sleeping() {
-    let (_dir, db) = database().await;
+async fn retries_requeue_the_run_with_backoff_instead_of_sleeping(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = engine(&db, &probe, fast_config());
     let p = compile(
@@ -176,9 +174,8 @@ async fn retries_requeue_the_run_with_backoff_instead_of_sleeping() {
     );
 }
 
-#[tokio::test]
-async fn retries_exhausted_fail_the_run() {
-    let (_dir, db) = database().await;
+async fn retries_exhausted_fail_the_run(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = engine(&db, &probe, fast_config());
     let p = compile(
@@ -199,9 +196,8 @@ async fn retries_exhausted_fail_the_run() {
     assert_eq!(probe.total_starts("b"), 0);
 }
 
-#[tokio::test]
-async fn fatal_errors_are_not_retried() {
-    let (_dir, db) = database().await;
+async fn fatal_errors_are_not_retried(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = engine(&db, &probe, fast_config());
     let p = compile(
@@ -213,9 +209,8 @@ async fn fatal_errors_are_not_retried() {
     assert_eq!(probe.starts_of(&run.id, "a"), 1);
 }
 
-#[tokio::test]
-async fn per_stage_timeout_fails_the_attempt() {
-    let (_dir, db) = database().await;
+async fn per_stage_timeout_fails_the_attempt(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = engine(&db, &probe, fast_config());
     let p = compile(
@@ -240,9 +235,8 @@ async fn per_stage_timeout_fails_the_attempt() {
     );
 }
 
-#[tokio::test]
-async fn canceling_a_queued_run_is_immediate_and_final() {
-    let (_dir, db) = database().await;
+async fn canceling_a_queued_run_is_immediate_and_final(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = engine(&db, &probe, fast_config());
     let p = compile(&e, "version: 1\nstages:\n  a: { uses: step }\n");
@@ -269,9 +263,8 @@ async fn canceling_a_queued_run_is_immediate_and_final() {
     assert_eq!(probe.total_starts("a"), 0);
 }
 
-#[tokio::test]
-async fn canceling_a_running_run_stops_its_stage_and_starts_nothing_later() {
-    let (dir, db) = database().await;
+async fn canceling_a_running_run_stops_its_stage_and_starts_nothing_later(backend: Backend) {
+    let (dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let worker_engine = engine(&db, &probe, fast_config());
     // The API side uses its own pool, as another process would.
@@ -310,9 +303,8 @@ async fn canceling_a_running_run_stops_its_stage_and_starts_nothing_later() {
     );
 }
 
-#[tokio::test]
-async fn retry_of_a_failed_run_reuses_succeeded_checkpoints() {
-    let (_dir, db) = database().await;
+async fn retry_of_a_failed_run_reuses_succeeded_checkpoints(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = engine(&db, &probe, fast_config());
     let p = compile(
@@ -338,9 +330,8 @@ async fn retry_of_a_failed_run_reuses_succeeded_checkpoints() {
     assert_eq!(old.status, RunStatus::Failed);
 }
 
-#[tokio::test]
-async fn editing_a_pipeline_never_changes_a_created_run() {
-    let (_dir, db) = database().await;
+async fn editing_a_pipeline_never_changes_a_created_run(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = engine(&db, &probe, fast_config());
     let original = compile(
@@ -358,9 +349,8 @@ async fn editing_a_pipeline_never_changes_a_created_run() {
     assert_eq!(run.pipeline_sha256, original.sha256);
 }
 
-#[tokio::test]
-async fn canceling_kills_a_stage_subprocess() {
-    let (_dir, db) = database().await;
+async fn canceling_kills_a_stage_subprocess(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = engine(&db, &probe, fast_config());
     let p = compile(&e, "version: 1\nstages:\n  convert: { uses: spawn }\n");
@@ -438,9 +428,8 @@ impl shelf_engine::RunHooks for Recorder {
     }
 }
 
-#[tokio::test]
-async fn hooks_observe_claims_with_their_queue_wait_and_terminal_runs() {
-    let (_dir, db) = database().await;
+async fn hooks_observe_claims_with_their_queue_wait_and_terminal_runs(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let recorder = Arc::new(Recorder::default());
     let e = shelf_engine::Engine::new(
@@ -518,9 +507,8 @@ impl shelf_engine::RunHooks for TracingHooks {
     }
 }
 
-#[tokio::test]
-async fn a_run_carries_the_trace_context_of_its_creator_to_its_claims() {
-    let (_dir, db) = database().await;
+async fn a_run_carries_the_trace_context_of_its_creator_to_its_claims(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let hooks = Arc::new(TracingHooks::default());
     let config = fast_config();
@@ -556,3 +544,20 @@ async fn a_run_carries_the_trace_context_of_its_creator_to_its_claims() {
     let reread = e.store().get_run(&run.id).await.unwrap().unwrap();
     assert_eq!(reread.trace_parent.as_deref(), Some(creator));
 }
+
+on_both_backends!(
+    stages_run_in_dependency_order_and_see_upstream_outputs,
+    independent_branches_run_concurrently,
+    when_false_skips_and_passes_inputs_through,
+    retries_requeue_the_run_with_backoff_instead_of_sleeping,
+    retries_exhausted_fail_the_run,
+    fatal_errors_are_not_retried,
+    per_stage_timeout_fails_the_attempt,
+    canceling_a_queued_run_is_immediate_and_final,
+    canceling_a_running_run_stops_its_stage_and_starts_nothing_later,
+    retry_of_a_failed_run_reuses_succeeded_checkpoints,
+    editing_a_pipeline_never_changes_a_created_run,
+    canceling_kills_a_stage_subprocess,
+    hooks_observe_claims_with_their_queue_wait_and_terminal_runs,
+    a_run_carries_the_trace_context_of_its_creator_to_its_claims,
+);

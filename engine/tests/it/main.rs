@@ -7,4 +7,5 @@ mod executor;
 mod pg_cluster;
 mod pg_cluster_selftest;
 mod pipeline;
+mod postgres;
 mod queue;

@@ -1,4 +1,4 @@
-//! The durable queue on one SQLite file shared by several pools: exclusive claims, lease
+//! The durable queue on one database shared by several pools (SQLite and PostgreSQL): exclusive claims, lease
 //! expiry and reclaim, lease-token fencing, the reclaim cap.
 
 use std::sync::Arc;
@@ -10,11 +10,12 @@ use shelf_engine::executor::ClaimOutcome;
 use shelf_engine::{EngineConfig, EngineError, RunStatus, Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{Probe, compile, connect, database, engine, event_kinds, fast_config};
+use crate::common::{
+    Backend, Probe, compile, connect, database, engine, event_kinds, fast_config, on_both_backends,
+};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_workers_never_run_the_same_run_at_once() {
-    let (dir, db) = database().await;
+async fn two_workers_never_run_the_same_run_at_once(backend: Backend) {
+    let (dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let submitter = engine(&db, &probe, fast_config());
     let p = compile(
@@ -103,9 +104,8 @@ fn short_lease() -> EngineConfig {
     }
 }
 
-#[tokio::test]
-async fn an_expired_lease_is_reclaimed_and_the_stale_worker_is_fenced_off() {
-    let (dir, db) = database().await;
+async fn an_expired_lease_is_reclaimed_and_the_stale_worker_is_fenced_off(backend: Backend) {
+    let (dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let stale = engine(&db, &probe, short_lease());
     let p = compile(&stale, "version: 1\nstages:\n  a: { uses: step }\n");
@@ -150,9 +150,8 @@ async fn an_expired_lease_is_reclaimed_and_the_stale_worker_is_fenced_off() {
     );
 }
 
-#[tokio::test]
-async fn heartbeats_keep_a_long_stage_from_being_reclaimed() {
-    let (dir, db) = database().await;
+async fn heartbeats_keep_a_long_stage_from_being_reclaimed(backend: Backend) {
+    let (dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let owner = engine(&db, &probe, short_lease());
     let p = compile(
@@ -190,9 +189,8 @@ async fn heartbeats_keep_a_long_stage_from_being_reclaimed() {
     );
 }
 
-#[tokio::test]
-async fn reclaims_are_capped() {
-    let (_dir, db) = database().await;
+async fn reclaims_are_capped(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let config = EngineConfig {
         max_reclaims: 1,
@@ -214,9 +212,8 @@ async fn reclaims_are_capped() {
     assert_eq!(probe.starts_of(&run.id, "a"), 0);
 }
 
-#[tokio::test]
-async fn canceling_a_run_whose_worker_died_is_immediate() {
-    let (_dir, db) = database().await;
+async fn canceling_a_run_whose_worker_died_is_immediate(backend: Backend) {
+    let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = engine(&db, &probe, short_lease());
     let p = compile(&e, "version: 1\nstages:\n  a: { uses: step }\n");
@@ -233,3 +230,60 @@ async fn canceling_a_run_whose_worker_died_is_immediate() {
         ClaimOutcome::LeaseLost
     );
 }
+
+async fn queue_counts_tell_queued_due_running_and_expired_runs_apart(backend: Backend) {
+    let (_dir, db) = database(backend).await;
+    let probe = Arc::new(Probe::default());
+    let long = engine(
+        &db,
+        &probe,
+        EngineConfig {
+            lease: Duration::from_secs(600),
+            ..fast_config()
+        },
+    );
+    let short = engine(
+        &db,
+        &probe,
+        EngineConfig {
+            lease: Duration::from_millis(1),
+            ..fast_config()
+        },
+    );
+    let p = compile(&long, "version: 1\nstages:\n  a: { uses: step }\n");
+    let empty = long.store().queue_counts().await.unwrap();
+    assert_eq!(
+        (empty.queued, empty.due, empty.running, empty.expired_leases),
+        (0, 0, 0, 0)
+    );
+    for subject in ["s1", "s2", "s3"] {
+        long.submit(subject, &p, json!({})).await.unwrap();
+    }
+    long.claim("held", None).await.unwrap().expect("claim");
+    short.claim("gone", None).await.unwrap().expect("claim");
+    // The short lease (1 ms) is over once this much has passed.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let counts = long.store().queue_counts().await.unwrap();
+    assert_eq!(
+        (
+            counts.queued,
+            counts.due,
+            counts.running,
+            counts.expired_leases
+        ),
+        (1, 1, 2, 1),
+        "{counts:?}"
+    );
+}
+
+on_both_backends!(
+    queue_counts_tell_queued_due_running_and_expired_runs_apart,
+    an_expired_lease_is_reclaimed_and_the_stale_worker_is_fenced_off,
+    heartbeats_keep_a_long_stage_from_being_reclaimed,
+    reclaims_are_capped,
+    canceling_a_run_whose_worker_died_is_immediate,
+);
+on_both_backends!(
+    multi_thread:
+    two_workers_never_run_the_same_run_at_once,
+);
