@@ -77,7 +77,9 @@ fn unique_word(i: usize) -> String {
 fn generated_text(i: usize) -> String {
     let word = unique_word(i);
     let filler = "The archive keeps letters, ledgers and maps of the harbour town. ".repeat(12);
-    format!("# Cluster note {i}\n\n{filler}\n\nThe index word of this note is {word}.\n\n{filler}\n")
+    format!(
+        "# Cluster note {i}\n\n{filler}\n\nThe index word of this note is {word}.\n\n{filler}\n"
+    )
 }
 
 /// The corpus files uploaded: text, Word and HTML.
@@ -119,6 +121,13 @@ fn distinctive_word(text: &str) -> Option<String> {
         .map(str::to_lowercase)
 }
 
+/// The last lines of an API's log, for a failure message.
+fn log_tail(api: &Api) -> String {
+    let logs = api.logs();
+    let lines: Vec<&str> = logs.lines().collect();
+    lines[lines.len().saturating_sub(6)..].join("\n")
+}
+
 async fn search_ids(client: &Client, api: &Api, query: &str) -> Vec<String> {
     let (status, body) = post(
         client,
@@ -127,9 +136,10 @@ async fn search_ids(client: &Client, api: &Api, query: &str) -> Vec<String> {
     )
     .await;
     if status != 200 {
-        let logs = api.logs();
-        let tail: Vec<&str> = logs.lines().rev().take(5).collect();
-        panic!("search {query:?}: {status} {body}; the API's last log lines: {tail:#?}");
+        panic!(
+            "search {query:?}: {status} {body}; the API's log ends with:\n{}",
+            log_tail(api)
+        );
     }
     body["document_ids"]
         .as_array()
@@ -160,7 +170,10 @@ async fn two_apis_and_three_killed_workers_on_postgres_finish_every_run_once() {
         assert_eq!(ready["status"], "ready", "{ready}");
     }
     let config = get_json(&client, &apis[0], "/config").await;
-    assert_eq!(config["storage"]["database_backend"], "postgres", "{config}");
+    assert_eq!(
+        config["storage"]["database_backend"], "postgres",
+        "{config}"
+    );
     let mut workers: Vec<Running> = (0..WORKERS).map(|_| worker(&env)).collect();
 
     // Uploads alternate between the APIs; the generated documents carry their unique word.
@@ -199,8 +212,11 @@ async fn two_apis_and_three_killed_workers_on_postgres_finish_every_run_once() {
         upload(&client, &apis[1], "twin.txt", twin.clone()),
     );
     assert_eq!(
-        first.1["id"], second.1["id"],
-        "one document: {first:?} {second:?}"
+        first.1["id"],
+        second.1["id"],
+        "one document: {first:?} {second:?}; the APIs' logs end with:\n{}\n{}",
+        log_tail(&apis[0]),
+        log_tail(&apis[1])
     );
     let mut statuses = [first.0.as_u16(), second.0.as_u16()];
     statuses.sort();
@@ -265,7 +281,10 @@ async fn two_apis_and_three_killed_workers_on_postgres_finish_every_run_once() {
         }
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
-    assert!(kills >= 2, "only {kills} kills landed while runs were in flight");
+    assert!(
+        kills >= 2,
+        "only {kills} kills landed while runs were in flight"
+    );
 
     // Every run ends, and ends succeeded.
     let mut finished = BTreeMap::new();
@@ -384,7 +403,10 @@ fn admin_commands_answer_on_postgres_and_file_commands_refuse() {
     assert_eq!(check["healthy"], true, "{check}");
     assert_eq!(check["integrity"], json!(["ok"]));
     let stats = env.json(&["admin", "db-stats", "--json"]);
-    assert!(stats["database_bytes"].as_i64().expect("size") > 0, "{stats}");
+    assert!(
+        stats["database_bytes"].as_i64().expect("size") > 0,
+        "{stats}"
+    );
     let tables = stats["tables"].as_array().expect("tables");
     assert!(
         tables
@@ -397,7 +419,10 @@ fn admin_commands_answer_on_postgres_and_file_commands_refuse() {
 
     let backup = env.path().join("backup.sqlite");
     let zip = env.path().join("workspace.zip");
-    let (backup, zip) = (backup.to_str().expect("utf-8"), zip.to_str().expect("utf-8"));
+    let (backup, zip) = (
+        backup.to_str().expect("utf-8"),
+        zip.to_str().expect("utf-8"),
+    );
     for args in [
         vec!["admin", "db-backup", backup, "--json"],
         vec!["admin", "db-restore", backup, "--yes", "--json"],
@@ -412,7 +437,9 @@ fn admin_commands_answer_on_postgres_and_file_commands_refuse() {
         let detail = body["detail"].as_str().unwrap_or_default();
         // Each names what to use instead: pg_dump or pg_restore, or VACUUM through psql.
         assert!(
-            detail.contains("pg_dump") || detail.contains("pg_restore") || detail.contains("VACUUM"),
+            detail.contains("pg_dump")
+                || detail.contains("pg_restore")
+                || detail.contains("VACUUM"),
             "{args:?}: {detail}"
         );
         assert!(

@@ -187,7 +187,9 @@ fn compose_hardens_every_service_and_requires_keys_for_the_public_bind() {
             );
         } else {
             assert!(
-                volumes.iter().any(|v| v.ends_with(":/var/lib/postgresql/data")),
+                volumes
+                    .iter()
+                    .any(|v| v.ends_with(":/var/lib/postgresql/data")),
                 "{name}: database volume {volumes:?}"
             );
         }
@@ -291,7 +293,10 @@ fn the_cluster_profile_runs_postgres_two_apis_and_several_workers_on_one_data_vo
     let image = postgres["image"].as_str().unwrap_or_default();
     assert!(image.starts_with("postgres:"), "{image}");
     let health = strings(&postgres["healthcheck"]["test"]);
-    assert!(health.iter().any(|t| t.contains("pg_isready")), "{health:?}");
+    assert!(
+        health.iter().any(|t| t.contains("pg_isready")),
+        "{health:?}"
+    );
     assert!(doc["volumes"]["shelf-postgres"].as_hash().is_some());
 
     let mut apis = 0;

@@ -45,7 +45,9 @@ pub enum AdminError {
     #[error("database: {0}")]
     Db(String),
     /// A command that works on the SQLite file, asked of a shelf on PostgreSQL.
-    #[error("{command} works on the SQLite file only; this shelf uses PostgreSQL ({database}): {instead}")]
+    #[error(
+        "{command} works on the SQLite file only; this shelf uses PostgreSQL ({database}): {instead}"
+    )]
     PostgresUnsupported {
         command: &'static str,
         database: String,

@@ -369,7 +369,11 @@ impl OkfWalk {
                 sql.push_str(" AND d.classification > ?");
                 values.push(after.clone().into());
             }
-            sql.push_str(&filter_sql(&self.filter, &mut values, is_postgres(&self.db)));
+            sql.push_str(&filter_sql(
+                &self.filter,
+                &mut values,
+                is_postgres(&self.db),
+            ));
             sql.push_str(&format!(" ORDER BY d.classification LIMIT {CODE_PAGE}"));
             let rows = self.db.query_all_sql(stmt(&sql, values)).await?;
             self.codes_exhausted = (rows.len() as u64) < CODE_PAGE;
