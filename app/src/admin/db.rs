@@ -36,9 +36,9 @@ pub const EXPECTED_TABLES: &[&str] = &[
     "run_stage_parts",
     "run_stages",
     "runs",
+    "seaql_migrations",
     "search_cleaned",
     "search_raw",
-    "seaql_migrations",
 ];
 
 /// Which database a report is about.
