@@ -32,9 +32,11 @@ impl Failure {
     pub fn from_app(error: AppError, json: bool) -> Self {
         let exit = match error.code() {
             "not_found" | "pipeline_not_found" => EXIT_NOT_FOUND,
-            "invalid_configuration" | "invalid_pipeline" | "bad_request" | "schema_mismatch" => {
-                EXIT_USAGE
-            }
+            "invalid_configuration"
+            | "invalid_pipeline"
+            | "bad_request"
+            | "schema_mismatch"
+            | "postgres_unsupported" => EXIT_USAGE,
             _ => EXIT_FAILED,
         };
         Failure {

@@ -148,11 +148,19 @@ fn compose_hardens_every_service_and_requires_keys_for_the_public_bind() {
     let image = format!("shelf:{}", env!("CARGO_PKG_VERSION"));
     for name in &names {
         let service = &doc["services"][*name];
-        assert_eq!(
-            service["image"].as_str(),
-            Some(image.as_str()),
-            "{name}: image tag"
-        );
+        let shelf = service["image"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("shelf:"));
+        if shelf {
+            assert_eq!(
+                service["image"].as_str(),
+                Some(image.as_str()),
+                "{name}: image tag"
+            );
+        } else {
+            // Only the cluster profile's database is not Shelf's image.
+            assert_eq!(*name, "postgres", "{name}: an image that is not Shelf's");
+        }
         assert_eq!(
             service["read_only"].as_bool(),
             Some(true),
@@ -169,10 +177,22 @@ fn compose_hardens_every_service_and_requires_keys_for_the_public_bind() {
                 .any(|t| t.starts_with("/tmp")),
             "{name}: tmpfs /tmp"
         );
-        assert!(
-            strings(&service["volumes"]).contains(&"shelf-data:/data".to_string()),
-            "{name}: data volume"
-        );
+        let volumes = strings(&service["volumes"]);
+        if shelf {
+            // The SQLite stack's volume, or the cluster profile's shared one.
+            assert!(
+                volumes.contains(&"shelf-data:/data".to_string())
+                    || volumes.contains(&"shelf-cluster-data:/data".to_string()),
+                "{name}: data volume {volumes:?}"
+            );
+        } else {
+            assert!(
+                volumes
+                    .iter()
+                    .any(|v| v.ends_with(":/var/lib/postgresql/data")),
+                "{name}: database volume {volumes:?}"
+            );
+        }
         let logging = &service["logging"];
         assert_eq!(logging["driver"].as_str(), Some("json-file"), "{name}");
         assert_eq!(
@@ -181,10 +201,12 @@ fn compose_hardens_every_service_and_requires_keys_for_the_public_bind() {
             "{name}"
         );
         assert_eq!(logging["options"]["max-file"].as_str(), Some("5"), "{name}");
-        assert_eq!(
-            service["environment"]["SHELF_DATA_DIR"].as_str(),
-            Some("/data")
-        );
+        if shelf {
+            assert_eq!(
+                service["environment"]["SHELF_DATA_DIR"].as_str(),
+                Some("/data")
+            );
+        }
     }
     let api = &doc["services"]["api"];
     assert_eq!(
@@ -241,4 +263,75 @@ fn shelf_health_answers_for_a_running_api_and_fails_without_one() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: "));
+}
+
+/// The names of the services in the `cluster` profile.
+fn in_cluster_profile(doc: &Yaml) -> Vec<String> {
+    doc["services"]
+        .as_hash()
+        .expect("services")
+        .iter()
+        .filter(|(_, service)| strings(&service["profiles"]) == ["cluster"])
+        .filter_map(|(name, _)| name.as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn the_cluster_profile_runs_postgres_two_apis_and_several_workers_on_one_data_volume() {
+    let doc = compose();
+    let cluster = in_cluster_profile(&doc);
+    assert!(cluster.contains(&"postgres".to_string()), "{cluster:?}");
+    // The SQLite stack stays what `docker compose up` starts.
+    for name in ["migrate", "api", "worker"] {
+        assert!(
+            doc["services"][name]["profiles"].is_badvalue(),
+            "{name} has a profile"
+        );
+    }
+
+    let postgres = &doc["services"]["postgres"];
+    let image = postgres["image"].as_str().unwrap_or_default();
+    assert!(image.starts_with("postgres:"), "{image}");
+    let health = strings(&postgres["healthcheck"]["test"]);
+    assert!(
+        health.iter().any(|t| t.contains("pg_isready")),
+        "{health:?}"
+    );
+    assert!(doc["volumes"]["shelf-postgres"].as_hash().is_some());
+
+    let mut apis = 0;
+    let mut workers = 0;
+    for name in cluster.iter().filter(|n| *n != "postgres") {
+        let service = &doc["services"][name.as_str()];
+        let url = service["environment"]["SHELF_DATABASE_URL"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            url.starts_with("postgres://") && url.contains("@postgres:5432/"),
+            "{name}: SHELF_DATABASE_URL {url:?}"
+        );
+        assert_eq!(
+            strings(&service["volumes"]),
+            ["shelf-cluster-data:/data"],
+            "{name}: one shared data volume"
+        );
+        let command = strings(&service["command"]);
+        match command.first().map(String::as_str) {
+            Some("api") => apis += 1,
+            Some("worker") => {
+                workers += service["deploy"]["replicas"].as_i64().unwrap_or(1);
+            }
+            Some("migrate") => {
+                assert_eq!(
+                    service["depends_on"]["postgres"]["condition"].as_str(),
+                    Some("service_healthy"),
+                    "{name} waits for the database"
+                );
+            }
+            other => panic!("{name}: unexpected command {other:?}"),
+        }
+    }
+    assert_eq!(apis, 2, "two APIs");
+    assert!(workers >= 2, "several workers: {workers}");
+    assert!(doc["volumes"]["shelf-cluster-data"].as_hash().is_some());
 }

@@ -5,6 +5,7 @@ mod admin;
 mod api;
 mod batch;
 mod cli;
+mod cluster;
 mod container;
 mod crash;
 mod export;
@@ -15,6 +16,8 @@ mod metrics;
 mod ocr;
 mod okf;
 mod pages;
+#[path = "../support/pg_cluster.rs"]
+mod pg_cluster;
 mod support;
 mod telemetry;
 mod tidy;

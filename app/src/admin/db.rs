@@ -2,7 +2,8 @@
 //! maintenance (optimize, WAL checkpoint, vacuum), online backup (`VACUUM INTO` a verified temp
 //! file that then replaces the destination) and restore (verify, drop stale sidecars, rename).
 //! Every command opens its own single connection, so none needs the schema to be current and
-//! none changes the database it only inspects.
+//! none changes the database it only inspects. On PostgreSQL, check, statistics and `ANALYZE`
+//! work through the server; the file-level commands refuse and name PostgreSQL's own tools.
 
 use shelf_engine::sql::SqlExt;
 use std::path::{Path, PathBuf};
@@ -22,13 +23,44 @@ use crate::settings::Settings;
 /// At most this many foreign-key violations are listed (all are counted).
 const MAX_LISTED_VIOLATIONS: usize = 100;
 
+/// The tables the full schema holds, on either backend (a unit test keeps this list equal to
+/// what the migrations create). `db-check` on PostgreSQL reports any that is missing.
+pub const EXPECTED_TABLES: &[&str] = &[
+    "api_audit_events",
+    "document_pages",
+    "document_segments",
+    "document_texts",
+    "documents",
+    "extraction_cache",
+    "run_events",
+    "run_stage_parts",
+    "run_stages",
+    "runs",
+    "seaql_migrations",
+    "search_cleaned",
+    "search_raw",
+];
+
+/// Which database a report is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
 /// The verdict of `shelf admin db-check`.
 #[derive(Debug, Clone, Serialize)]
 pub struct DbCheck {
-    pub database: PathBuf,
+    pub backend: Backend,
+    /// The SQLite file, or the PostgreSQL URL without its password.
+    pub database: String,
     pub healthy: bool,
-    /// `PRAGMA integrity_check`: `["ok"]`, or what it found (or the error it hit).
+    /// SQLite: `PRAGMA integrity_check`: `["ok"]`, or what it found (or the error it hit).
+    /// PostgreSQL: `["ok"]` when the server answers and every expected table exists (the server
+    /// checks its own pages), else what is wrong.
     pub integrity: Vec<String>,
+    /// Always 0 on PostgreSQL, which enforces foreign keys on every write.
     pub foreign_key_violation_count: usize,
     pub foreign_key_violations: Vec<ForeignKeyViolation>,
     /// Applied, pending and unknown migrations; absent when the history is unreadable.
@@ -47,34 +79,63 @@ pub struct ForeignKeyViolation {
 /// `shelf admin db-stats`.
 #[derive(Debug, Clone, Serialize)]
 pub struct DbStats {
-    pub database: PathBuf,
-    pub file_bytes: u64,
-    pub wal_bytes: u64,
-    pub shm_bytes: u64,
-    pub page_size: i64,
-    pub page_count: i64,
-    pub freelist_count: i64,
+    pub backend: Backend,
+    pub database: String,
+    #[serde(flatten)]
+    pub storage: StorageFigures,
     pub tables: Vec<TableRows>,
+}
+
+/// Sizes as each backend knows them.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum StorageFigures {
+    Sqlite {
+        file_bytes: u64,
+        wal_bytes: u64,
+        shm_bytes: u64,
+        page_size: i64,
+        page_count: i64,
+        freelist_count: i64,
+    },
+    Postgres {
+        /// `pg_database_size`: every table, index and TOAST of the database.
+        database_bytes: i64,
+    },
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TableRows {
     pub table: String,
     pub rows: i64,
+    /// PostgreSQL only: `pg_total_relation_size` (table, indexes and TOAST).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
 }
 
 /// `shelf admin db-maintain`.
 #[derive(Debug, Clone, Serialize)]
 pub struct DbMaintenance {
-    pub database: PathBuf,
+    pub backend: Backend,
+    pub database: String,
     pub vacuumed: bool,
+    /// PostgreSQL: `ANALYZE` ran (SQLite's `PRAGMA optimize` analyzes what needs it).
+    pub analyzed: bool,
+    /// The SQLite file's size, or `pg_database_size` on PostgreSQL.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    /// SQLite only: the WAL checkpoint.
+    #[serde(flatten)]
+    pub wal: Option<WalCheckpoint>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WalCheckpoint {
     /// `wal_checkpoint(TRUNCATE)`: 1 when a reader kept it from finishing, else 0.
     pub checkpoint_busy: i64,
     pub checkpoint_log_frames: i64,
     pub checkpoint_checkpointed_frames: i64,
-    pub bytes_before: u64,
     pub wal_bytes_before: u64,
-    pub bytes_after: u64,
     pub wal_bytes_after: u64,
 }
 
@@ -95,6 +156,24 @@ pub struct DbRestore {
     pub pending_migrations: Vec<String>,
 }
 
+/// Refuses `command` when the settings select PostgreSQL, whose files Shelf never touches:
+/// `instead` names the tool that does the job there.
+pub(crate) fn sqlite_only(
+    settings: &Settings,
+    command: &'static str,
+    instead: &'static str,
+) -> Result<(), AdminError> {
+    if settings.is_postgres() {
+        Err(AdminError::PostgresUnsupported {
+            command,
+            database: settings.database_display(),
+            instead,
+        })
+    } else {
+        Ok(())
+    }
+}
+
 /// Opens one connection to an existing SQLite file, changing nothing about it.
 async fn open_file(path: &Path) -> Result<DatabaseConnection, AdminError> {
     let options = SqliteConnectOptions::new()
@@ -107,6 +186,16 @@ async fn open_file(path: &Path) -> Result<DatabaseConnection, AdminError> {
         .await
         .map_err(|e| AdminError::Db(format!("cannot open {}: {e}", path.display())))?;
     Ok(SqlxSqliteConnector::from_sqlx_sqlite_pool(pool))
+}
+
+/// One connection to the PostgreSQL server of the settings (errors without the password).
+async fn open_server(settings: &Settings) -> Result<DatabaseConnection, AdminError> {
+    crate::db::connect_settings(settings, 1)
+        .await
+        .map_err(|e| match e {
+            crate::AppError::Storage { detail } => AdminError::Db(detail),
+            other => AdminError::Db(other.to_string()),
+        })
 }
 
 async fn rows(db: &DatabaseConnection, sql: &str) -> Result<Vec<QueryResult>, AdminError> {
@@ -122,6 +211,11 @@ async fn scalar(db: &DatabaseConnection, sql: &str) -> Result<i64, AdminError> {
         .first()
         .and_then(|row| row.try_get_by_index::<i64>(0).ok())
         .ok_or_else(|| AdminError::Db(format!("`{sql}` answered no number")))
+}
+
+/// A table name quoted as an identifier (inner quotes doubled), valid on both backends.
+fn quoted(table: &str) -> String {
+    format!("\"{}\"", table.replace('"', "\"\""))
 }
 
 /// The live database of these settings, which must exist.
@@ -149,23 +243,62 @@ async fn integrity(db: &DatabaseConnection) -> Vec<String> {
     }
 }
 
-/// `PRAGMA integrity_check`, `PRAGMA foreign_key_check` and the migration history.
+/// What the migration history says is wrong, pushed to `problems`.
+async fn migration_check(
+    db: &DatabaseConnection,
+    problems: &mut Vec<String>,
+) -> Option<SchemaStatus> {
+    match schema_status(db).await {
+        Ok(status) => {
+            if status.applied.is_empty() {
+                problems.push("no migrations applied: not a Shelf database yet".into());
+            }
+            if !status.pending.is_empty() {
+                problems.push(format!(
+                    "pending migrations ({}): run `shelf migrate`",
+                    status.pending.join(", ")
+                ));
+            }
+            if !status.unknown.is_empty() {
+                problems.push(format!(
+                    "migrations unknown to this shelf ({}): the database is newer",
+                    status.unknown.join(", ")
+                ));
+            }
+            Some(status)
+        }
+        Err(e) => {
+            problems.push(format!("migration history unreadable: {e}"));
+            None
+        }
+    }
+}
+
+/// A database that could not be opened: a verdict, not a failure of the check.
+fn unopenable(backend: Backend, database: String, e: AdminError) -> DbCheck {
+    DbCheck {
+        backend,
+        database,
+        healthy: false,
+        integrity: vec![e.to_string()],
+        foreign_key_violation_count: 0,
+        foreign_key_violations: Vec::new(),
+        migrations: None,
+        problems: vec![format!("cannot open the database: {e}")],
+    }
+}
+
+/// SQLite: `PRAGMA integrity_check`, `PRAGMA foreign_key_check` and the migration history.
+/// PostgreSQL: the server answers, every expected table exists, and the migration history.
 pub async fn check(settings: &Settings) -> Result<DbCheck, AdminError> {
+    if settings.is_postgres() {
+        return Ok(check_postgres(settings).await);
+    }
     let database = live_database(settings)?;
+    let shown = database.display().to_string();
     let db = match open_file(&database).await {
         Ok(db) => db,
-        // A file too damaged to open is a verdict, not a failure of the check.
-        Err(e) => {
-            return Ok(DbCheck {
-                database,
-                healthy: false,
-                integrity: vec![e.to_string()],
-                foreign_key_violation_count: 0,
-                foreign_key_violations: Vec::new(),
-                migrations: None,
-                problems: vec![format!("cannot open the database: {e}")],
-            });
-        }
+        Err(e) => return Ok(unopenable(Backend::Sqlite, shown, e)),
     };
     let integrity = integrity(&db).await;
     let mut problems = Vec::new();
@@ -190,33 +323,11 @@ pub async fn check(settings: &Settings) -> Result<DbCheck, AdminError> {
         }
         Err(e) => problems.push(format!("foreign key check failed: {e}")),
     }
-    let migrations = match schema_status(&db).await {
-        Ok(status) => {
-            if status.applied.is_empty() {
-                problems.push("no migrations applied: not a Shelf database yet".into());
-            }
-            if !status.pending.is_empty() {
-                problems.push(format!(
-                    "pending migrations ({}): run `shelf migrate`",
-                    status.pending.join(", ")
-                ));
-            }
-            if !status.unknown.is_empty() {
-                problems.push(format!(
-                    "migrations unknown to this shelf ({}): the database is newer",
-                    status.unknown.join(", ")
-                ));
-            }
-            Some(status)
-        }
-        Err(e) => {
-            problems.push(format!("migration history unreadable: {e}"));
-            None
-        }
-    };
+    let migrations = migration_check(&db, &mut problems).await;
     db.close().await?;
     Ok(DbCheck {
-        database,
+        backend: Backend::Sqlite,
+        database: shown,
         healthy: problems.is_empty(),
         integrity,
         foreign_key_violation_count: violation_count,
@@ -226,8 +337,73 @@ pub async fn check(settings: &Settings) -> Result<DbCheck, AdminError> {
     })
 }
 
-/// File sizes, page figures and rows per table.
+/// The tables of the connection's current schema on PostgreSQL.
+async fn server_tables(db: &DatabaseConnection) -> Result<Vec<String>, AdminError> {
+    // `information_schema` names are of a domain type the driver does not decode as text.
+    rows(
+        db,
+        "SELECT CAST(table_name AS TEXT) AS name FROM information_schema.tables \
+         WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY 1",
+    )
+    .await?
+    .iter()
+    .map(|row| Ok(row.try_get_by_index::<String>(0)?))
+    .collect()
+}
+
+async fn check_postgres(settings: &Settings) -> DbCheck {
+    let database = settings.database_display();
+    let db = match open_server(settings).await {
+        Ok(db) => db,
+        Err(e) => return unopenable(Backend::Postgres, database, e),
+    };
+    let mut integrity = Vec::new();
+    // Cast: a bare `1` is a 4-byte integer on PostgreSQL, and `scalar` reads 8.
+    match scalar(&db, "SELECT CAST(1 AS BIGINT)").await {
+        Ok(1) => {}
+        Ok(n) => integrity.push(format!("SELECT 1 answered {n}")),
+        Err(e) => integrity.push(format!("SELECT 1 failed: {e}")),
+    }
+    match server_tables(&db).await {
+        Ok(present) => {
+            let missing: Vec<&str> = EXPECTED_TABLES
+                .iter()
+                .copied()
+                .filter(|t| !present.iter().any(|p| p == t))
+                .collect();
+            if !missing.is_empty() {
+                integrity.push(format!("missing tables: {}", missing.join(", ")));
+            }
+        }
+        Err(e) => integrity.push(format!("cannot list tables: {e}")),
+    }
+    if integrity.is_empty() {
+        integrity.push("ok".into());
+    }
+    let mut problems = Vec::new();
+    if integrity != ["ok"] {
+        problems.push(format!("integrity check: {}", integrity.join("; ")));
+    }
+    let migrations = migration_check(&db, &mut problems).await;
+    let _ = db.close().await;
+    DbCheck {
+        backend: Backend::Postgres,
+        database,
+        healthy: problems.is_empty(),
+        integrity,
+        foreign_key_violation_count: 0,
+        foreign_key_violations: Vec::new(),
+        migrations,
+        problems,
+    }
+}
+
+/// File sizes, page figures and rows per table; on PostgreSQL the database's size and each
+/// table's rows and size.
 pub async fn stats(settings: &Settings) -> Result<DbStats, AdminError> {
+    if settings.is_postgres() {
+        return stats_postgres(settings).await;
+    }
     let database = live_database(settings)?;
     let [wal, shm, _] = sidecars(&database);
     let db = open_file(&database).await?;
@@ -243,27 +419,89 @@ pub async fn stats(settings: &Settings) -> Result<DbStats, AdminError> {
     let mut tables = Vec::new();
     for row in names {
         let table: String = row.try_get_by_index(0)?;
-        // A name from sqlite_master, quoted as an identifier (inner quotes doubled).
-        let quoted = format!("\"{}\"", table.replace('"', "\"\""));
-        let rows = scalar(&db, &format!("SELECT count(*) FROM {quoted}")).await?;
-        tables.push(TableRows { table, rows });
+        let rows = scalar(&db, &format!("SELECT count(*) FROM {}", quoted(&table))).await?;
+        tables.push(TableRows {
+            table,
+            rows,
+            bytes: None,
+        });
     }
     db.close().await?;
     Ok(DbStats {
-        file_bytes: file_len(&database),
-        wal_bytes: file_len(&wal),
-        shm_bytes: file_len(&shm),
-        database,
-        page_size,
-        page_count,
-        freelist_count,
+        backend: Backend::Sqlite,
+        storage: StorageFigures::Sqlite {
+            file_bytes: file_len(&database),
+            wal_bytes: file_len(&wal),
+            shm_bytes: file_len(&shm),
+            page_size,
+            page_count,
+            freelist_count,
+        },
+        database: database.display().to_string(),
+        tables,
+    })
+}
+
+async fn stats_postgres(settings: &Settings) -> Result<DbStats, AdminError> {
+    let db = open_server(settings).await?;
+    let database_bytes = scalar(&db, "SELECT pg_database_size(current_database())").await?;
+    let sized = rows(
+        &db,
+        "SELECT CAST(c.relname AS TEXT) AS name, pg_total_relation_size(c.oid) AS bytes \
+         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') ORDER BY 1",
+    )
+    .await?;
+    let mut tables = Vec::new();
+    for row in sized {
+        let table: String = row.try_get_by_index(0)?;
+        let bytes: i64 = row.try_get_by_index(1)?;
+        // Exact counts, as on SQLite: `reltuples` is only the planner's estimate.
+        let rows = scalar(&db, &format!("SELECT count(*) FROM {}", quoted(&table))).await?;
+        tables.push(TableRows {
+            table,
+            rows,
+            bytes: Some(bytes),
+        });
+    }
+    db.close().await?;
+    Ok(DbStats {
+        backend: Backend::Postgres,
+        database: settings.database_display(),
+        storage: StorageFigures::Postgres { database_bytes },
         tables,
     })
 }
 
 /// `PRAGMA optimize`, optionally `VACUUM`, then `wal_checkpoint(TRUNCATE)` (last, because a
-/// vacuum in WAL mode writes the whole database through the WAL).
+/// vacuum in WAL mode writes the whole database through the WAL). On PostgreSQL, `ANALYZE`;
+/// `--vacuum` is refused (autovacuum, or `VACUUM` through psql, is PostgreSQL's own business).
 pub async fn maintain(settings: &Settings, vacuum: bool) -> Result<DbMaintenance, AdminError> {
+    if settings.is_postgres() {
+        if vacuum {
+            sqlite_only(
+                settings,
+                "db-maintain --vacuum",
+                "PostgreSQL reclaims space with autovacuum; run `VACUUM (ANALYZE)` through psql \
+                 when needed, or `shelf admin db-maintain` without --vacuum to ANALYZE",
+            )?;
+        }
+        let db = open_server(settings).await?;
+        let size = "SELECT pg_database_size(current_database())";
+        let before = scalar(&db, size).await?;
+        rows(&db, "ANALYZE").await?;
+        let after = scalar(&db, size).await?;
+        db.close().await?;
+        return Ok(DbMaintenance {
+            backend: Backend::Postgres,
+            database: settings.database_display(),
+            vacuumed: false,
+            analyzed: true,
+            bytes_before: u64::try_from(before).unwrap_or(0),
+            bytes_after: u64::try_from(after).unwrap_or(0),
+            wal: None,
+        });
+    }
     let database = live_database(settings)?;
     let [wal, _, _] = sidecars(&database);
     let (bytes_before, wal_bytes_before) = (file_len(&database), file_len(&wal));
@@ -282,22 +520,34 @@ pub async fn maintain(settings: &Settings, vacuum: bool) -> Result<DbMaintenance
     let (busy, log, checkpointed) = (figure(0), figure(1), figure(2));
     db.close().await?;
     Ok(DbMaintenance {
+        backend: Backend::Sqlite,
         vacuumed: vacuum,
-        checkpoint_busy: busy,
-        checkpoint_log_frames: log,
-        checkpoint_checkpointed_frames: checkpointed,
+        analyzed: false,
         bytes_before,
-        wal_bytes_before,
         bytes_after: file_len(&database),
-        wal_bytes_after: file_len(&wal),
-        database,
+        wal: Some(WalCheckpoint {
+            checkpoint_busy: busy,
+            checkpoint_log_frames: log,
+            checkpoint_checkpointed_frames: checkpointed,
+            wal_bytes_before,
+            wal_bytes_after: file_len(&wal),
+        }),
+        database: database.display().to_string(),
     })
 }
+
+/// What to use instead of `db-backup` on PostgreSQL.
+const PG_BACKUP: &str = "back the database up with \
+     `pg_dump --format=custom --file=shelf.dump \"$SHELF_DATABASE_URL\"`";
+/// What to use instead of `db-restore` on PostgreSQL.
+const PG_RESTORE: &str = "stop the services, then restore a `pg_dump` archive with \
+     `pg_restore --clean --if-exists --dbname=\"$SHELF_DATABASE_URL\" shelf.dump`";
 
 /// Writes a consistent copy of the live database to `into` (an empty or missing file) with
 /// `VACUUM INTO`, which reads one snapshot and so works while the API and workers write, then
 /// verifies the copy.
 pub(crate) async fn snapshot(settings: &Settings, into: &Path) -> Result<SchemaStatus, AdminError> {
+    sqlite_only(settings, "a database snapshot", PG_BACKUP)?;
     let database = live_database(settings)?;
     let target = into
         .to_str()
@@ -407,6 +657,7 @@ pub(crate) fn restore_target(
 
 /// `shelf admin db-backup DEST`.
 pub async fn backup(settings: &Settings, dest: &Path) -> Result<DbBackup, AdminError> {
+    sqlite_only(settings, "db-backup", PG_BACKUP)?;
     let (destination, parent) = backup_destination(dest, "db-backup")?;
     let temp = temp_beside(&parent, ".shelf-db-backup-")?;
     let status = snapshot(settings, temp.path()).await?;
@@ -425,6 +676,7 @@ pub async fn backup(settings: &Settings, dest: &Path) -> Result<DbBackup, AdminE
 
 /// `shelf admin db-restore FILE --yes`: refused while a service holds the data directory.
 pub async fn restore(settings: &Settings, file: &Path) -> Result<DbRestore, AdminError> {
+    sqlite_only(settings, "db-restore", PG_RESTORE)?;
     let source = source_file(file)?;
     let _lock = lock::hold_exclusive(&settings.data_dir, "the database")?;
     let database = restore_target(settings, "db-restore")?;
@@ -443,4 +695,47 @@ pub async fn restore(settings: &Settings, file: &Path) -> Result<DbRestore, Admi
         applied_migrations: status.applied,
         pending_migrations: status.pending,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn expected_tables_are_what_the_migrations_create() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = crate::db::connect(&dir.path().join("s.sqlite"), 1)
+            .await
+            .expect("connect");
+        crate::db::migrate(&db).await.expect("migrate");
+        let names = |sql: &'static str| {
+            let db = db.clone();
+            async move {
+                rows(&db, sql)
+                    .await
+                    .expect("query")
+                    .iter()
+                    .map(|r| r.try_get_by_index::<String>(0).expect("name"))
+                    .collect::<Vec<_>>()
+            }
+        };
+        // FTS5 keeps its index in shadow tables named after the virtual table.
+        let virtual_tables = names(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL%'",
+        )
+        .await;
+        let tables: Vec<String> = names(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
+             ORDER BY name",
+        )
+        .await
+        .into_iter()
+        .filter(|t| {
+            !virtual_tables
+                .iter()
+                .any(|v| t.starts_with(&format!("{v}_")))
+        })
+        .collect();
+        assert_eq!(tables, EXPECTED_TABLES);
+    }
 }

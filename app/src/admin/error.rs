@@ -44,6 +44,16 @@ pub enum AdminError {
     },
     #[error("database: {0}")]
     Db(String),
+    /// A command that works on the SQLite file, asked of a shelf on PostgreSQL.
+    #[error(
+        "{command} works on the SQLite file only; this shelf uses PostgreSQL ({database}): {instead}"
+    )]
+    PostgresUnsupported {
+        command: &'static str,
+        database: String,
+        /// What to do instead (PostgreSQL's own tools).
+        instead: &'static str,
+    },
 }
 
 impl AdminError {
@@ -66,6 +76,7 @@ impl AdminError {
             AdminError::ManifestTooLarge { .. } => "archive_manifest_too_large",
             AdminError::Io { .. } => "io_error",
             AdminError::Db(_) => "database_error",
+            AdminError::PostgresUnsupported { .. } => "postgres_unsupported",
         }
     }
 

@@ -301,6 +301,13 @@ pub async fn backup(
     dest: &Path,
     progress: Arc<dyn Progress>,
 ) -> Result<WorkspaceBackup, AdminError> {
+    db::sqlite_only(
+        settings,
+        "workspace-backup",
+        "back the database up with `pg_dump --format=custom --file=shelf.dump \
+         \"$SHELF_DATABASE_URL\"` and copy the data directory's files (uploads/, page-images/, \
+         converted/) with your own tools, after the dump",
+    )?;
     let (destination, parent) = backup_destination(dest, "workspace-backup")?;
     let data_dir = absolute(&settings.data_dir)?;
     let database = absolute(&settings.database_path)?;
@@ -627,6 +634,12 @@ pub async fn restore(
     limits: RestoreLimits,
     progress: Arc<dyn Progress>,
 ) -> Result<WorkspaceRestore, AdminError> {
+    db::sqlite_only(
+        settings,
+        "workspace-restore",
+        "stop the services, restore the database with `pg_restore --clean --if-exists \
+         --dbname=\"$SHELF_DATABASE_URL\" shelf.dump` and copy the data directory's files back",
+    )?;
     let source = source_file(file)?;
     let (zip, manifest) = blocking(move || inspect(&source, &limits)).await?;
     let _lock = lock::hold_exclusive(&settings.data_dir, "the workspace")?;

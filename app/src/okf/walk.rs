@@ -8,7 +8,7 @@
 //! A concept's slug is decided among *all* processed documents with its code, whatever the
 //! filter, so `GET /documents/{id}/okf` and every bundle put a document at the same path.
 
-use shelf_engine::sql::SqlExt;
+use shelf_engine::sql::{SqlExt, is_postgres};
 use std::collections::{BTreeMap, VecDeque};
 
 use sea_orm::{DatabaseConnection, DbBackend, QueryResult, Statement, Value};
@@ -105,10 +105,11 @@ fn has_cleaned() -> String {
 }
 
 /// `AND …` clauses of the filter on `documents d`, pushing their values.
-fn filter_sql(filter: &OkfFilter, values: &mut Vec<Value>) -> String {
+fn filter_sql(filter: &OkfFilter, values: &mut Vec<Value>, postgres: bool) -> String {
     let mut sql = String::new();
     if let Some(prefix) = &filter.classification_prefix {
-        sql.push_str(" AND substr(d.classification, 1, ?) = ?");
+        // The cast: PostgreSQL has no `substr(text, int, bigint)` for the i64 bound here.
+        sql.push_str(" AND substr(d.classification, 1, CAST(? AS INTEGER)) = ?");
         values.push(
             i64::try_from(prefix.chars().count())
                 .unwrap_or(i64::MAX)
@@ -117,10 +118,20 @@ fn filter_sql(filter: &OkfFilter, values: &mut Vec<Value>) -> String {
         values.push(prefix.clone().into());
     }
     if let Some(tag) = &filter.tag {
-        sql.push_str(
-            " AND EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(d.tags) THEN d.tags ELSE '[]' END) j \
-             WHERE lower(j.value) = lower(?))",
-        );
+        if postgres {
+            // Shelf writes `tags` as a JSON array (serde); anything else counts as no tags,
+            // as `json_valid` makes it on SQLite.
+            sql.push_str(
+                " AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(CASE WHEN d.tags LIKE '[%' \
+                 THEN CAST(d.tags AS jsonb) ELSE CAST('[]' AS jsonb) END) j(value) \
+                 WHERE lower(j.value) = lower(?))",
+            );
+        } else {
+            sql.push_str(
+                " AND EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(d.tags) THEN d.tags ELSE '[]' END) j \
+                 WHERE lower(j.value) = lower(?))",
+            );
+        }
         values.push(tag.clone().into());
     }
     sql
@@ -358,7 +369,11 @@ impl OkfWalk {
                 sql.push_str(" AND d.classification > ?");
                 values.push(after.clone().into());
             }
-            sql.push_str(&filter_sql(&self.filter, &mut values));
+            sql.push_str(&filter_sql(
+                &self.filter,
+                &mut values,
+                is_postgres(&self.db),
+            ));
             sql.push_str(&format!(" ORDER BY d.classification LIMIT {CODE_PAGE}"));
             let rows = self.db.query_all_sql(stmt(&sql, values)).await?;
             self.codes_exhausted = (rows.len() as u64) < CODE_PAGE;
@@ -436,7 +451,7 @@ pub async fn skipped_page(
         values.push(created_at.clone().into());
         values.push(id.clone().into());
     }
-    sql.push_str(&filter_sql(filter, &mut values));
+    sql.push_str(&filter_sql(filter, &mut values, is_postgres(db)));
     sql.push_str(" ORDER BY d.created_at DESC, d.id ASC LIMIT ?");
     values.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
     let rows = db.query_all_sql(stmt(&sql, values)).await?;
@@ -465,7 +480,7 @@ pub async fn count(db: &DatabaseConnection, filter: &OkfFilter) -> Result<u64, A
     let sql = format!(
         "SELECT count(*) AS n FROM documents d WHERE d.classification IS NOT NULL AND {}{}",
         has_cleaned(),
-        filter_sql(filter, &mut values)
+        filter_sql(filter, &mut values, is_postgres(db))
     );
     let row = db.query_one_sql(stmt(&sql, values)).await?;
     let n: i64 = match row {

@@ -48,6 +48,8 @@ pub async fn run(command: Command) -> CliResult {
     crate::logging::init(&settings, true, json)?;
     settings.data_dir = scratch.path().to_path_buf();
     settings.database_path = scratch.path().join("scratch.sqlite");
+    // A check needs no shared database: never migrate or touch the configured PostgreSQL.
+    settings.database_url = None;
     let shelf = shelf_app::Shelf::open(settings).await.or_fail(json)?;
     match command {
         Command::Check { file, json } => match shelf.check_pipeline_file(&file) {

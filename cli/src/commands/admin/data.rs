@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
+use shelf_app::admin::db::StorageFigures;
 use shelf_app::admin::workspace::{self, RestoreLimits};
 use shelf_app::admin::{self, AdminError, Progress};
 use shelf_app::{AppError, Settings};
@@ -16,30 +17,35 @@ use crate::output::{EXIT_FAILED, Failure, print_json};
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Check the database: integrity, foreign keys, migrations. Exits 1 when it is not healthy.
+    /// Check the database: integrity, foreign keys, migrations (on PostgreSQL: the server
+    /// answers, the tables exist, migrations). Exits 1 when it is not healthy.
     DbCheck {
         #[arg(long)]
         json: bool,
     },
-    /// Database file, WAL and page sizes, and rows per table.
+    /// Database file, WAL and page sizes, and rows per table (on PostgreSQL: database and
+    /// table sizes, rows per table).
     DbStats {
         #[arg(long)]
         json: bool,
     },
-    /// PRAGMA optimize and a WAL checkpoint; --vacuum also compacts the file.
+    /// PRAGMA optimize and a WAL checkpoint; --vacuum also compacts the file (SQLite only).
+    /// On PostgreSQL: ANALYZE.
     DbMaintain {
         #[arg(long)]
         vacuum: bool,
         #[arg(long)]
         json: bool,
     },
-    /// Online backup of the database to DEST, verified before it replaces DEST.
+    /// Online backup of the database to DEST, verified before it replaces DEST (SQLite only;
+    /// use pg_dump on PostgreSQL).
     DbBackup {
         dest: PathBuf,
         #[arg(long)]
         json: bool,
     },
-    /// Replace the database with a backup (API and workers must be stopped).
+    /// Replace the database with a backup (API and workers must be stopped; SQLite only, use
+    /// pg_restore on PostgreSQL).
     DbRestore {
         file: PathBuf,
         /// Confirm that the current database is replaced.
@@ -48,7 +54,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// A ZIP of a database snapshot and the data directory's files (uploads, page images...).
+    /// A ZIP of a database snapshot and the data directory's files (uploads, page images...);
+    /// SQLite only.
     WorkspaceBackup {
         dest: PathBuf,
         #[arg(long)]
@@ -142,7 +149,7 @@ pub async fn run(command: Command) -> CliResult {
                 .await
                 .map_err(fail(json))?;
             show(&report, json, |r| {
-                println!("database {}", r.database.display());
+                println!("database {}", r.database);
                 println!("integrity: {}", r.integrity.join("; "));
                 println!("foreign key violations: {}", r.foreign_key_violation_count);
                 if let Some(m) = &r.migrations {
@@ -169,17 +176,34 @@ pub async fn run(command: Command) -> CliResult {
                 .await
                 .map_err(fail(json))?;
             show(&report, json, |r| {
-                println!("database {}", r.database.display());
-                println!(
-                    "file {} bytes, WAL {} bytes, shm {} bytes",
-                    r.file_bytes, r.wal_bytes, r.shm_bytes
-                );
-                println!(
-                    "page size {}, pages {}, free pages {}",
-                    r.page_size, r.page_count, r.freelist_count
-                );
+                println!("database {}", r.database);
+                match &r.storage {
+                    StorageFigures::Sqlite {
+                        file_bytes,
+                        wal_bytes,
+                        shm_bytes,
+                        page_size,
+                        page_count,
+                        freelist_count,
+                    } => {
+                        println!(
+                            "file {file_bytes} bytes, WAL {wal_bytes} bytes, shm {shm_bytes} bytes"
+                        );
+                        println!(
+                            "page size {page_size}, pages {page_count}, free pages {freelist_count}"
+                        );
+                    }
+                    StorageFigures::Postgres { database_bytes } => {
+                        println!("database size {database_bytes} bytes");
+                    }
+                }
                 for t in &r.tables {
-                    println!("{:<40} {:>12}", t.table, t.rows);
+                    match t.bytes {
+                        Some(bytes) => {
+                            println!("{:<40} {:>12} rows {:>14} bytes", t.table, t.rows, bytes)
+                        }
+                        None => println!("{:<40} {:>12}", t.table, t.rows),
+                    }
                 }
             });
             Ok(ExitCode::SUCCESS)
@@ -188,22 +212,28 @@ pub async fn run(command: Command) -> CliResult {
             let report = admin::db::maintain(&settings(json)?, vacuum)
                 .await
                 .map_err(fail(json))?;
-            show(&report, json, |r| {
-                println!(
-                    "optimized{}; checkpoint {} of {} WAL frames{}",
-                    if r.vacuumed { " and vacuumed" } else { "" },
-                    r.checkpoint_checkpointed_frames,
-                    r.checkpoint_log_frames,
-                    if r.checkpoint_busy != 0 {
-                        " (readers kept it from truncating the WAL)"
-                    } else {
-                        ""
-                    }
-                );
-                println!(
-                    "file {} -> {} bytes, WAL {} -> {} bytes",
-                    r.bytes_before, r.bytes_after, r.wal_bytes_before, r.wal_bytes_after
-                );
+            show(&report, json, |r| match &r.wal {
+                Some(wal) => {
+                    println!(
+                        "optimized{}; checkpoint {} of {} WAL frames{}",
+                        if r.vacuumed { " and vacuumed" } else { "" },
+                        wal.checkpoint_checkpointed_frames,
+                        wal.checkpoint_log_frames,
+                        if wal.checkpoint_busy != 0 {
+                            " (readers kept it from truncating the WAL)"
+                        } else {
+                            ""
+                        }
+                    );
+                    println!(
+                        "file {} -> {} bytes, WAL {} -> {} bytes",
+                        r.bytes_before, r.bytes_after, wal.wal_bytes_before, wal.wal_bytes_after
+                    );
+                }
+                None => {
+                    println!("analyzed {}", r.database);
+                    println!("database {} -> {} bytes", r.bytes_before, r.bytes_after);
+                }
             });
             Ok(ExitCode::SUCCESS)
         }
@@ -221,8 +251,12 @@ pub async fn run(command: Command) -> CliResult {
             Ok(ExitCode::SUCCESS)
         }
         Command::DbRestore { file, yes, json } => {
-            confirm(yes, "db-restore", json)?;
-            let report = admin::db::restore(&settings(json)?, &file)
+            let settings = settings(json)?;
+            // On PostgreSQL the refusal, not a request for --yes, is the useful answer.
+            if !settings.is_postgres() {
+                confirm(yes, "db-restore", json)?;
+            }
+            let report = admin::db::restore(&settings, &file)
                 .await
                 .map_err(fail(json))?;
             show(&report, json, |r| {
@@ -258,14 +292,17 @@ pub async fn run(command: Command) -> CliResult {
             max_files,
             json,
         } => {
-            confirm(yes, "workspace-restore", json)?;
+            let settings = settings(json)?;
+            if !settings.is_postgres() {
+                confirm(yes, "workspace-restore", json)?;
+            }
             let limits = RestoreLimits {
                 max_expanded_bytes,
                 max_files,
                 ..RestoreLimits::default()
             };
             let bar = Bar::new(json);
-            let report = workspace::restore(&settings(json)?, &file, limits, bar.clone())
+            let report = workspace::restore(&settings, &file, limits, bar.clone())
                 .await
                 .map_err(fail(json))?;
             drop(bar);
