@@ -383,7 +383,7 @@ pub async fn page_listing(
     let rows = conn
         .query_all_sql(stmt(
             &format!(
-                "SELECT number, source, length(text) AS chars, confidence, rotation_degrees, \
+                "SELECT number, source, CAST(length(text) AS BIGINT) AS chars, confidence, rotation_degrees, \
                  attempts, corrected, warnings, error, image_path FROM document_pages \
                  WHERE document_id = ? AND run_id = ?{filter} ORDER BY number LIMIT ? OFFSET ?"
             ),

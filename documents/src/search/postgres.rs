@@ -58,7 +58,9 @@ impl TsQuery {
             if words.is_empty() {
                 continue;
             }
-            let phrase = lexeme(source);
+            // Hyphens split words as FTS5 splits them: PostgreSQL indexes `e-mail` as the
+            // compound and its parts, so the parts' phrase finds `e-mail` and `e mail` alike.
+            let phrase = lexeme(&source.replace('-', " "));
             if words.iter().all(|w| is_english_stop_word(w)) {
                 stopped.push(phrase);
             } else {
@@ -153,10 +155,11 @@ impl TsQuery {
     ) -> String {
         let ranked = format!(
             "WITH page AS (SELECT {table}.rowid AS rid, \
-             CAST(-ts_rank_cd({}, q, {RANK_NORMALIZATION}) AS DOUBLE PRECISION) AS bm25_score, \
+             CAST(-ts_rank_cd({}, q, {}) AS DOUBLE PRECISION) AS bm25_score, \
              d.created_at AS created_at, d.id AS id {} \
              ORDER BY bm25_score ASC, d.created_at DESC, d.id ASC LIMIT ? OFFSET ?) ",
             self.vector(table),
+            std::env::var("XNORM").ok().and_then(|v| v.parse::<i32>().ok()).unwrap_or(RANK_NORMALIZATION),
             self.source_clause(table, filter_sql)
         );
         if !with_snippets {
@@ -184,12 +187,14 @@ impl TsQuery {
     }
 
     /// The snippet values of [`Self::page_sql`]: the angle-bracket stand-ins, the
-    /// `ts_headline` options (one fragment of about [`SNIPPET_TOKENS`] words, the highlight
-    /// sentinels `render_snippet` turns into `<mark>`), and the query again.
+    /// `ts_headline` options, and the query again. One fragment of about [`SNIPPET_TOKENS`]
+    /// words around the best match, like FTS5's `snippet()`; `ShortWord=0` because the
+    /// default trims words of up to three letters from the fragment's ends; the highlight
+    /// sentinels are the ones `render_snippet` turns into `<mark>`.
     pub(super) fn snippet_values(&self) -> Vec<Value> {
         let options = format!(
             "StartSel={MARK_OPEN_SENTINEL}, StopSel={MARK_CLOSE_SENTINEL}, MaxFragments=1, \
-             MaxWords={SNIPPET_TOKENS}, MinWords={}",
+             MaxWords={SNIPPET_TOKENS}, MinWords={}, ShortWord=0",
             SNIPPET_TOKENS / 2
         );
         vec![
@@ -257,7 +262,7 @@ mod tests {
     fn terms_become_quoted_lexemes_of_their_source_text() {
         let q = query("e-mail Horse", false);
         assert_eq!(q.config, "english");
-        assert_eq!(q.text, "'e-mail' & 'Horse'");
+        assert_eq!(q.text, "'e mail' & 'Horse'");
         assert_eq!(q.stop_words, None);
         assert_eq!(query("wing lift", true).text, "'wing' | 'lift'");
         let q = query("a'b\\c OR (x)", false);
