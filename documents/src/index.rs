@@ -46,7 +46,9 @@ pub async fn index_document_in(
         ("", "")
     };
     conn.execute_sql(stmt(
-        &format!("INSERT INTO search_cleaned (rowid, body, run_id) VALUES (?, ?, ?){cleaned_conflict}"),
+        &format!(
+            "INSERT INTO search_cleaned (rowid, body, run_id) VALUES (?, ?, ?){cleaned_conflict}"
+        ),
         [
             pk.into(),
             strip_snippet_sentinels(cleaned_body).into_owned().into(),

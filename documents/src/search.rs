@@ -1238,7 +1238,10 @@ mod tests {
             limit: Some(10_000),
             ..Default::default()
         };
-        assert_eq!(prepare(&limit, DbBackend::Sqlite).map(|p| p.limit).ok(), Some(MAX_LIMIT));
+        assert_eq!(
+            prepare(&limit, DbBackend::Sqlite).map(|p| p.limit).ok(),
+            Some(MAX_LIMIT)
+        );
     }
 
     #[test]
