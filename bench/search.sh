@@ -5,17 +5,28 @@
 #   bash bench/search.sh              # Cranfield (1,400 documents) through the API and worker
 #   N=100000 bash bench/search.sh     # plus N documents loaded by the documents crate's own
 #                                     # write path (examples/search_corpus.rs), no pipeline
+#   SHELF_DATABASE_URL=postgres://user@127.0.0.1:5432/empty_db bash bench/search.sh
+#                                     # relevance only, on PostgreSQL: the API and worker use
+#                                     # that (empty) database; the latency comparison reads
+#                                     # a SQLite file with Python's sqlite3, so it is skipped
 #
-# Release build, loopback only, mock provider, temporary data directories removed at the end
-# (KEEP=1 keeps them). Prints Markdown tables and JSON lines; see docs/PERFORMANCE.md.
+# Release build (PROFILE=debug uses the debug build: enough for relevance, not for latency),
+# loopback only, mock provider, temporary data directories removed at the end (KEEP=1 keeps
+# them). Prints Markdown tables and JSON lines; see docs/PERFORMANCE.md and docs/search.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 N=${N:-}
+PG=${SHELF_DATABASE_URL:-}
+PROFILE=${PROFILE:-release}
 TARGET=${CARGO_TARGET_DIR:-target}
-cargo build --release -p shelf-cli >&2
-SHELF=$TARGET/release/shelf
-[[ -z "$N" ]] || cargo build --release -p shelf-documents --example search_corpus >&2
+if [[ "$PROFILE" == release ]]; then
+  cargo build --release -p shelf-cli >&2
+else
+  cargo build -p shelf-cli >&2
+fi
+SHELF=$TARGET/$PROFILE/shelf
+[[ -n "$PG" || -z "$N" ]] || cargo build --release -p shelf-documents --example search_corpus >&2
 
 WORK=$(mktemp -d)
 PIDS=()
@@ -45,6 +56,10 @@ start_api "$DATA"
 SHELF_DATA_DIR="$DATA" "$SHELF" worker >"$WORK/worker.out" 2>"$WORK/worker.err" &
 PIDS+=($!)
 python3 bench/search.py load --base-url "$BASE"
+if [[ -n "$PG" ]]; then
+  echo "## nDCG@10, Cranfield, PostgreSQL" && python3 bench/search.py ndcg --base-url "$BASE"
+  exit 0
+fi
 echo "## nDCG@10, Cranfield" && python3 bench/search.py ndcg --base-url "$BASE" --raw-db "$DATA/shelf.sqlite"
 echo "## latency, Cranfield" && python3 bench/search.py latency --base-url "$BASE" --db "$DATA/shelf.sqlite"
 

@@ -1,8 +1,9 @@
 //! The full-text index: one row per document in `search_cleaned` (with the run that produced
-//! it) and in `search_raw`, keyed by the document's integer `pk` as FTS rowid.
+//! it) and in `search_raw`, keyed by the document's integer `pk` as FTS rowid. On PostgreSQL
+//! the same columns feed a generated `tsvector`, so the statements are the same.
 
 use sea_orm::{ConnectionTrait, DatabaseConnection};
-use shelf_engine::sql::SqlExt;
+use shelf_engine::sql::{SqlExt, is_postgres};
 
 use crate::error::{DocumentsError, Result};
 use crate::search::strip_snippet_sentinels;
@@ -33,8 +34,21 @@ pub async fn index_document_in(
 ) -> Result<()> {
     let pk = document_pk(conn, document_id).await?;
     remove_rows(conn, pk).await?;
+    // SQLite's single writer makes delete-then-insert safe. Under PostgreSQL's READ COMMITTED
+    // two runs indexing one document may both find no row to delete and both insert: the
+    // second replaces the first instead of failing on the key. (FTS5 tables take no upsert.)
+    let (cleaned_conflict, raw_conflict) = if is_postgres(conn) {
+        (
+            " ON CONFLICT (rowid) DO UPDATE SET body = excluded.body, run_id = excluded.run_id",
+            " ON CONFLICT (rowid) DO UPDATE SET body = excluded.body",
+        )
+    } else {
+        ("", "")
+    };
     conn.execute_sql(stmt(
-        "INSERT INTO search_cleaned (rowid, body, run_id) VALUES (?, ?, ?)",
+        &format!(
+            "INSERT INTO search_cleaned (rowid, body, run_id) VALUES (?, ?, ?){cleaned_conflict}"
+        ),
         [
             pk.into(),
             strip_snippet_sentinels(cleaned_body).into_owned().into(),
@@ -43,7 +57,7 @@ pub async fn index_document_in(
     ))
     .await?;
     conn.execute_sql(stmt(
-        "INSERT INTO search_raw (rowid, body) VALUES (?, ?)",
+        &format!("INSERT INTO search_raw (rowid, body) VALUES (?, ?){raw_conflict}"),
         [
             pk.into(),
             strip_snippet_sentinels(raw_body).into_owned().into(),

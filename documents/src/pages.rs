@@ -333,16 +333,21 @@ pub async fn page_listing(
         .query_one_sql(stmt(
             &format!(
                 "SELECT count(*) AS pages, \
-                 coalesce(sum(source = 'text_layer'), 0) AS text_layer, \
-                 coalesce(sum(source = 'ocr'), 0) AS ocr, \
-                 coalesce(sum(source = 'failed'), 0) AS failed, \
-                 coalesce(sum(source = 'pending'), 0) AS pending, \
-                 coalesce(sum(corrected <> 0), 0) AS corrected, \
-                 coalesce(sum(warnings <> '[]'), 0) AS with_warnings, \
-                 avg(CASE WHEN source = 'ocr' THEN confidence END) AS average_confidence, \
-                 coalesce(sum(attempts), 0) AS attempts, \
-                 coalesce(sum({FAILURE_CONDITION}), 0) AS failures \
-                 FROM document_pages WHERE document_id = ? AND run_id = ?"
+                 {text_layer} AS text_layer, {ocr} AS ocr, {failed} AS failed, \
+                 {pending} AS pending, {corrected} AS corrected, \
+                 {with_warnings} AS with_warnings, \
+                 CAST(avg(CASE WHEN source = 'ocr' THEN confidence END) AS DOUBLE PRECISION) \
+                 AS average_confidence, \
+                 CAST(coalesce(sum(attempts), 0) AS BIGINT) AS attempts, \
+                 {failures} AS failures \
+                 FROM document_pages WHERE document_id = ? AND run_id = ?",
+                text_layer = count_where("source = 'text_layer'"),
+                ocr = count_where("source = 'ocr'"),
+                failed = count_where("source = 'failed'"),
+                pending = count_where("source = 'pending'"),
+                corrected = count_where("corrected <> 0"),
+                with_warnings = count_where("warnings <> '[]'"),
+                failures = count_where(FAILURE_CONDITION),
             ),
             keys(),
         ))
@@ -378,7 +383,7 @@ pub async fn page_listing(
     let rows = conn
         .query_all_sql(stmt(
             &format!(
-                "SELECT number, source, length(text) AS chars, confidence, rotation_degrees, \
+                "SELECT number, source, CAST(length(text) AS BIGINT) AS chars, confidence, rotation_degrees, \
                  attempts, corrected, warnings, error, image_path FROM document_pages \
                  WHERE document_id = ? AND run_id = ?{filter} ORDER BY number LIMIT ? OFFSET ?"
             ),
@@ -388,6 +393,12 @@ pub async fn page_listing(
     listing.pages = rows.iter().map(listed_from_row).collect::<Result<_>>()?;
     listing.run_id = Some(run_id);
     Ok(listing)
+}
+
+/// The rows matching `condition`, as an integer on both backends: PostgreSQL has no
+/// `sum(boolean)`, and its `sum(bigint)` is a NUMERIC.
+fn count_where(condition: &str) -> String {
+    format!("CAST(coalesce(sum(CASE WHEN {condition} THEN 1 ELSE 0 END), 0) AS BIGINT)")
 }
 
 /// `INSERT … ON CONFLICT DO UPDATE` of a batch of one run's records.
@@ -409,7 +420,8 @@ fn upsert_statement(
         values.push(page.confidence.filter(|c| c.is_finite()).into());
         values.push(page.rotation_degrees.map(i64::from).into());
         values.push(i64::from(page.attempts).into());
-        values.push(page.corrected.into());
+        // An integer flag: the column is BIGINT on PostgreSQL, which takes no boolean.
+        values.push(i64::from(page.corrected).into());
         values.push(warnings.into());
         values.push(page.error.clone().into());
         values.push(page.image_path.clone().into());

@@ -1,12 +1,17 @@
 //! Full-text search over cleaned outputs or raw sources: request validation, query
 //! normalization into safe FTS5 expressions, filters, BM25 ranking, escaped snippets with
 //! `<mark>` highlights, id-only results and facets.
+//!
+//! On PostgreSQL the same rules run over `tsvector` columns instead of FTS5 (`postgres`):
+//! only matching, ranking and snippets differ, chosen by the connection's backend.
+
+mod postgres;
 
 use shelf_engine::sql::SqlExt;
 use std::borrow::Cow;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
-use sea_orm::{ConnectionTrait, QueryResult, Value};
+use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::dewey;
@@ -206,7 +211,7 @@ pub struct SearchHit {
     pub created_at: String,
     /// HTML-escaped excerpt with `<mark>…</mark>` around matches.
     pub snippet: String,
-    /// Higher is better (negated FTS5 BM25).
+    /// Higher is better (negated FTS5 BM25 on SQLite, `ts_rank_cd` on PostgreSQL).
     pub score: f64,
     pub classification_code: Option<String>,
     pub classification_label: Option<String>,
@@ -415,6 +420,12 @@ pub struct NormalizedQuery {
     /// The terms without stop words (unquoted single words on [`STOP_WORDS`]); every term
     /// when all are stop words.
     pub content_terms: Vec<String>,
+    /// The text each term came from, as typed (a word with its punctuation, the text between
+    /// quotes, or the whole query in phrase mode), parallel to `terms`. PostgreSQL splits it
+    /// with the parser that split the documents (which keeps `U.S.A.` or `e-mail` whole).
+    pub sources: Vec<String>,
+    /// [`Self::sources`] of the content terms, parallel to `content_terms`.
+    pub content_sources: Vec<String>,
     /// Every term is a stop word ("to be or not to be"): searched like a keyword query.
     pub stop_words_only: bool,
 }
@@ -455,30 +466,34 @@ impl NormalizedQuery {
 /// dropped. `InvalidSearchQuery` when nothing is left.
 pub fn normalize_query(query: &str, phrase: bool) -> Result<NormalizedQuery> {
     // (words, quoted): a quoted group is a phrase even when it holds one word.
-    let mut groups: Vec<(Vec<String>, bool)> = Vec::new();
+    let mut groups: Vec<(Vec<String>, bool, &str)> = Vec::new();
     if phrase {
-        groups.push((words_of(query), true));
+        groups.push((words_of(query), true, query));
     } else {
         let segments: Vec<&str> = query.split('"').collect();
         let unmatched_last = segments.len().is_multiple_of(2);
         for (index, segment) in segments.iter().enumerate() {
             let quoted = index % 2 == 1 && !(unmatched_last && index + 1 == segments.len());
             if quoted {
-                groups.push((words_of(segment), true));
+                groups.push((words_of(segment), true, segment));
             } else {
-                groups.extend(segment.split_whitespace().map(|w| (words_of(w), false)));
+                groups.extend(segment.split_whitespace().map(|w| (words_of(w), false, w)));
             }
         }
     }
     let mut terms = Vec::new();
     let mut content_terms = Vec::new();
-    for (words, quoted) in groups.into_iter().filter(|(words, _)| !words.is_empty()) {
+    let mut sources = Vec::new();
+    let mut content_sources = Vec::new();
+    for (words, quoted, source) in groups.into_iter().filter(|(words, ..)| !words.is_empty()) {
         let stop = !quoted && words.len() == 1 && words.iter().all(|w| is_stop_word(w));
         let term = format!("\"{}\"", words.join(" ").replace('"', "\"\""));
         if !stop {
             content_terms.push(term.clone());
+            content_sources.push(source.to_string());
         }
         terms.push(term);
+        sources.push(source.to_string());
     }
     if terms.is_empty() {
         return Err(DocumentsError::InvalidSearchQuery);
@@ -486,10 +501,13 @@ pub fn normalize_query(query: &str, phrase: bool) -> Result<NormalizedQuery> {
     let stop_words_only = content_terms.is_empty();
     if stop_words_only {
         content_terms = terms.clone();
+        content_sources = sources.clone();
     }
     Ok(NormalizedQuery {
         terms,
         content_terms,
+        sources,
+        content_sources,
         stop_words_only,
     })
 }
@@ -533,8 +551,28 @@ pub fn render_snippet(raw: &str) -> String {
     out
 }
 
+/// A plan's matching expression in the connection's dialect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Expression {
+    /// An FTS5 query over quoted terms (SQLite).
+    Fts5(String),
+    /// A `tsquery` over the same terms (PostgreSQL).
+    Ts(postgres::TsQuery),
+}
+
+impl Expression {
+    /// The values of the match in a source clause, in order.
+    fn values(&self) -> Vec<Value> {
+        match self {
+            Expression::Fts5(text) => vec![text.clone().into()],
+            Expression::Ts(query) => query.values(),
+        }
+    }
+}
+
 /// Everything checked before the database is touched.
 struct Prepared {
+    backend: DbBackend,
     table: &'static str,
     scope: SearchScope,
     query: NormalizedQuery,
@@ -544,7 +582,9 @@ struct Prepared {
     offset: u64,
 }
 
-fn prepare(req: &SearchRequest) -> Result<Prepared> {
+/// Validates a request and builds its filters for `backend` (the few functions that differ:
+/// `instr` is `strpos` on PostgreSQL).
+fn prepare(req: &SearchRequest, backend: DbBackend) -> Result<Prepared> {
     if req.query.chars().nth(MAX_QUERY_CHARS).is_some() {
         return Err(DocumentsError::SearchQueryTooLarge {
             max: MAX_QUERY_CHARS,
@@ -571,7 +611,9 @@ fn prepare(req: &SearchRequest) -> Result<Prepared> {
     }
     if let Some(prefix) = present(&req.classification_prefix) {
         filter_sql.push_str(" AND substr(d.classification, 1, ?) = ?");
-        filter_values.push(to_i64(prefix.chars().count() as u64).into());
+        // An INTEGER length: PostgreSQL has no substr(text, int, bigint).
+        let length = i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX);
+        filter_values.push(length.into());
         filter_values.push(prefix.into());
     }
     if let Some(status) = req.document_status {
@@ -579,7 +621,11 @@ fn prepare(req: &SearchRequest) -> Result<Prepared> {
         filter_values.push(status.as_str().into());
     }
     if let Some(needle) = present(&req.filename_contains) {
-        filter_sql.push_str(" AND instr(lower(d.filename), lower(?)) > 0");
+        filter_sql.push_str(if backend == DbBackend::Postgres {
+            " AND strpos(lower(d.filename), lower(?)) > 0"
+        } else {
+            " AND instr(lower(d.filename), lower(?)) > 0"
+        });
         filter_values.push(needle.into());
     }
     if let Some(after) = req.created_after {
@@ -591,6 +637,7 @@ fn prepare(req: &SearchRequest) -> Result<Prepared> {
         filter_values.push(format_timestamp(before).into());
     }
     Ok(Prepared {
+        backend,
         table: req.scope.table(),
         scope: req.scope,
         query,
@@ -604,29 +651,36 @@ fn prepare(req: &SearchRequest) -> Result<Prepared> {
 impl Prepared {
     /// `FROM … WHERE … MATCH ?` with the filters. Every index row has its document (rows are
     /// written for an existing document and deleted with it), so the join only filters.
-    fn source_clause(&self) -> String {
+    fn source_clause(&self, expression: &Expression) -> String {
         let table = self.table;
-        format!(
-            "FROM {table} JOIN documents d ON d.pk = {table}.rowid \
-             WHERE {table} MATCH ?{}",
-            self.filter_sql
-        )
+        match expression {
+            Expression::Fts5(_) => format!(
+                "FROM {table} JOIN documents d ON d.pk = {table}.rowid \
+                 WHERE {table} MATCH ?{}",
+                self.filter_sql
+            ),
+            Expression::Ts(query) => query.source_clause(table, &self.filter_sql),
+        }
     }
 
-    fn values_with(&self, expression: &str) -> Vec<Value> {
-        let mut values = Vec::with_capacity(self.filter_values.len() + 3);
-        values.push(expression.to_string().into());
+    /// The values of [`Self::source_clause`]: the match, then the filters.
+    fn values_with(&self, expression: &Expression) -> Vec<Value> {
+        let mut values = expression.values();
         values.extend(self.filter_values.iter().cloned());
         values
     }
 
     /// Counts the matching documents once. Without filters the index alone answers (no join).
-    async fn count(&self, conn: &impl ConnectionTrait, expression: &str) -> Result<u64> {
+    async fn count(&self, conn: &impl ConnectionTrait, expression: &Expression) -> Result<u64> {
         let table = self.table;
-        let sql = if self.filter_sql.is_empty() {
-            format!("SELECT count(*) AS n FROM {table} WHERE {table} MATCH ?")
-        } else {
-            format!("SELECT count(*) AS n {}", self.source_clause())
+        let sql = match expression {
+            _ if !self.filter_sql.is_empty() => {
+                format!("SELECT count(*) AS n {}", self.source_clause(expression))
+            }
+            Expression::Fts5(_) => {
+                format!("SELECT count(*) AS n FROM {table} WHERE {table} MATCH ?")
+            }
+            Expression::Ts(query) => query.count_sql(table),
         };
         let row = conn
             .query_one_sql(stmt(&sql, self.values_with(expression)))
@@ -639,21 +693,37 @@ impl Prepared {
 
     /// The expressions to try in order, each with the mode it reports: the first that
     /// matches anything is used (the last one also when nothing matches).
-    fn plans(&self, requested: MatchMode) -> Vec<(String, MatchMode)> {
+    fn plans(&self, requested: MatchMode) -> Vec<(Expression, MatchMode)> {
         let q = &self.query;
         match requested {
-            MatchMode::All => vec![(q.all_expression(), MatchMode::All)],
-            MatchMode::Any => vec![(q.any_content_expression(), MatchMode::Any)],
+            MatchMode::All => vec![(self.expression(false, false), MatchMode::All)],
+            MatchMode::Any => vec![(self.expression(true, true), MatchMode::Any)],
             MatchMode::Auto if !q.is_keyword_query() => {
-                vec![(q.any_content_expression(), MatchMode::Any)]
+                vec![(self.expression(true, true), MatchMode::Any)]
             }
             MatchMode::Auto => {
-                let mut plans = vec![(q.all_content_expression(), MatchMode::All)];
+                let mut plans = vec![(self.expression(true, false), MatchMode::All)];
                 if q.content_terms.len() > 1 {
-                    plans.push((q.any_content_expression(), MatchMode::Any));
+                    plans.push((self.expression(true, true), MatchMode::Any));
                 }
                 plans
             }
+        }
+    }
+
+    /// Every term (or the content terms) joined by AND (or OR when `any`) in the connection's
+    /// dialect.
+    fn expression(&self, content: bool, any: bool) -> Expression {
+        let q = &self.query;
+        let (terms, sources) = if content {
+            (&q.content_terms, &q.content_sources)
+        } else {
+            (&q.terms, &q.sources)
+        };
+        if self.backend == DbBackend::Postgres {
+            Expression::Ts(postgres::TsQuery::new(terms, sources, any))
+        } else {
+            Expression::Fts5(terms.join(if any { " OR " } else { " AND " }))
         }
     }
 
@@ -674,14 +744,17 @@ impl Prepared {
     /// Ranks and pages first (the CTE reads only rowids, BM25 scores and the tie-break
     /// columns), then joins the page rows back to the index for their snippets, so SQLite
     /// builds at most `limit` snippets instead of one per matching row.
-    fn page_sql(&self, with_snippets: bool, candidates: usize) -> String {
+    fn page_sql(&self, expression: &Expression, with_snippets: bool, candidates: usize) -> String {
         let table = self.table;
+        if let Expression::Ts(query) = expression {
+            return query.page_sql(table, self.scope, &self.filter_sql, with_snippets);
+        }
         let ranked = if candidates == 0 {
             format!(
                 "WITH page AS (SELECT {table}.rowid AS rid, bm25({table}) AS bm25_score, \
                  d.created_at AS created_at, d.id AS id {} \
                  ORDER BY bm25_score ASC, d.created_at DESC, d.id ASC LIMIT ? OFFSET ?) ",
-                self.source_clause()
+                self.source_clause(expression)
             )
         } else {
             // The candidates and their scores come from the index alone; only they meet
@@ -726,12 +799,18 @@ impl Prepared {
     /// the row after the cut has a different score, no tie crosses the cut and those rows
     /// are exactly the candidates; the page query then orders them by the full key. With
     /// filters, a tie across the cut, or a deep page, the page query ranks every match.
+    ///
+    /// PostgreSQL always takes the page query: its planner joins the matches to the documents
+    /// by hash, so there is no per-row join to save.
     async fn candidates(
         &self,
         conn: &impl ConnectionTrait,
-        expression: &str,
+        expression: &Expression,
     ) -> Result<Option<Vec<(i64, f64)>>> {
         let wanted = self.offset.saturating_add(self.limit);
+        let Expression::Fts5(expression) = expression else {
+            return Ok(None);
+        };
         if !self.filter_sql.is_empty() || wanted > MAX_CANDIDATES {
             return Ok(None);
         }
@@ -767,7 +846,7 @@ impl Prepared {
     async fn page(
         &self,
         conn: &impl ConnectionTrait,
-        expression: &str,
+        expression: &Expression,
         with_snippets: bool,
     ) -> Result<Vec<QueryResult>> {
         if self.limit == 0 {
@@ -789,15 +868,20 @@ impl Prepared {
         values.push(to_i64(self.limit).into());
         values.push(to_i64(self.offset).into());
         if with_snippets {
-            values.push(MARK_OPEN_SENTINEL.to_string().into());
-            values.push(MARK_CLOSE_SENTINEL.to_string().into());
-            values.push(SNIPPET_ELLIPSIS.into());
-            values.push(i64::from(SNIPPET_TOKENS).into());
-            values.push(expression.to_string().into());
+            match expression {
+                Expression::Fts5(text) => {
+                    values.push(MARK_OPEN_SENTINEL.to_string().into());
+                    values.push(MARK_CLOSE_SENTINEL.to_string().into());
+                    values.push(SNIPPET_ELLIPSIS.into());
+                    values.push(i64::from(SNIPPET_TOKENS).into());
+                    values.push(text.clone().into());
+                }
+                Expression::Ts(query) => values.extend(query.snippet_values()),
+            }
         }
         Ok(conn
             .query_all_sql(stmt(
-                &self.page_sql(with_snippets, candidates.len()),
+                &self.page_sql(expression, with_snippets, candidates.len()),
                 values,
             ))
             .await?)
@@ -840,10 +924,10 @@ impl Prepared {
         &self,
         conn: &impl ConnectionTrait,
         requested: MatchMode,
-    ) -> Result<(String, MatchMode, u64)> {
+    ) -> Result<(Expression, MatchMode, u64)> {
         let plans = self.plans(requested);
         let last = plans.len().saturating_sub(1);
-        let mut answer = (String::new(), requested, 0);
+        let mut answer = (Expression::Fts5(String::new()), requested, 0);
         for (index, (expression, mode)) in plans.into_iter().enumerate() {
             let total = self.count(conn, &expression).await?;
             answer = (expression, mode, total);
@@ -869,11 +953,11 @@ pub async fn search_results(
     conn: &impl ConnectionTrait,
     req: &SearchRequest,
 ) -> Result<SearchPage> {
-    let prepared = prepare(req)?;
+    let prepared = prepare(req, conn.get_database_backend())?;
     let (rows, match_mode, total) = prepared.ranked(conn, effective_mode(req), true).await?;
     let results = rows
         .iter()
-        .map(|row| hit_from_row(row, prepared.scope))
+        .map(|row| hit_from_row(row, &prepared))
         .collect::<Result<Vec<_>>>()?;
     Ok(SearchPage {
         results,
@@ -886,7 +970,7 @@ pub async fn search_results(
 
 /// Matching document ids in ranked order, with the total.
 pub async fn search_ids(conn: &impl ConnectionTrait, req: &SearchRequest) -> Result<SearchIds> {
-    let prepared = prepare(req)?;
+    let prepared = prepare(req, conn.get_database_backend())?;
     let (rows, match_mode, total) = prepared.ranked(conn, effective_mode(req), false).await?;
     let document_ids = rows
         .iter()
@@ -909,16 +993,22 @@ pub async fn search_facets(
     req: &SearchRequest,
     facet_limit: Option<u64>,
 ) -> Result<SearchFacets> {
-    let prepared = prepare(req)?;
+    let prepared = prepare(req, conn.get_database_backend())?;
     let bucket_limit = facet_limit
         .unwrap_or(DEFAULT_FACET_LIMIT)
         .min(MAX_FACET_LIMIT);
     let (expression, match_mode, total) = prepared.resolve(conn, effective_mode(req)).await?;
     let group = |column: &str, with_limit: bool| {
+        // Byte order on PostgreSQL too, as SQLite's BINARY collation sorts the values.
+        let value_order = if prepared.backend == DbBackend::Postgres {
+            format!("{column} COLLATE \"C\"")
+        } else {
+            "value".to_string()
+        };
         format!(
             "SELECT {column} AS value, count(*) AS n, max(d.classification_label) AS label {} \
-             AND {column} IS NOT NULL GROUP BY {column} ORDER BY n DESC, value ASC{}",
-            prepared.source_clause(),
+             AND {column} IS NOT NULL GROUP BY {column} ORDER BY n DESC, {value_order} ASC{}",
+            prepared.source_clause(&expression),
             if with_limit { " LIMIT ?" } else { "" }
         )
     };
@@ -978,7 +1068,7 @@ pub async fn search_facets(
     })
 }
 
-fn hit_from_row(row: &QueryResult, scope: SearchScope) -> Result<SearchHit> {
+fn hit_from_row(row: &QueryResult, prepared: &Prepared) -> Result<SearchHit> {
     let document_id: String = row.try_get("", "document_id")?;
     let status_text: String = row.try_get("", "status")?;
     let document_status = DocumentStatus::parse(&status_text).map_err(|_| {
@@ -994,13 +1084,18 @@ fn hit_from_row(row: &QueryResult, scope: SearchScope) -> Result<SearchHit> {
     });
     let bm25: f64 = row.try_get("", "bm25_score")?;
     let snippet: Option<String> = row.try_get("", "snippet")?;
+    let snippet = snippet.unwrap_or_default();
+    let snippet = match prepared.backend {
+        DbBackend::Postgres => postgres::restore_angles(&snippet),
+        _ => Cow::Borrowed(snippet.as_str()),
+    };
     Ok(SearchHit {
         run_id: row.try_get("", "run_id")?,
-        source: scope,
+        source: prepared.scope,
         filename: row.try_get("", "filename")?,
         document_status,
         created_at: row.try_get("", "created_at")?,
-        snippet: render_snippet(snippet.as_deref().unwrap_or("")),
+        snippet: render_snippet(&snippet),
         score: -bm25,
         classification_code,
         classification_label,
@@ -1120,14 +1215,14 @@ mod tests {
             ..Default::default()
         };
         assert!(matches!(
-            prepare(&long),
+            prepare(&long, DbBackend::Sqlite),
             Err(DocumentsError::SearchQueryTooLarge { .. })
         ));
         let exact = SearchRequest {
             query: "é".repeat(MAX_QUERY_CHARS),
             ..Default::default()
         };
-        assert!(prepare(&exact).is_ok());
+        assert!(prepare(&exact, DbBackend::Sqlite).is_ok());
         let window = SearchRequest {
             query: "x".into(),
             created_after: parse_timestamp("created_after", "2026-02-01").ok(),
@@ -1135,7 +1230,7 @@ mod tests {
             ..Default::default()
         };
         assert!(matches!(
-            prepare(&window),
+            prepare(&window, DbBackend::Sqlite),
             Err(DocumentsError::InvalidSearchWindow)
         ));
         let limit = SearchRequest {
@@ -1143,7 +1238,10 @@ mod tests {
             limit: Some(10_000),
             ..Default::default()
         };
-        assert_eq!(prepare(&limit).map(|p| p.limit).ok(), Some(MAX_LIMIT));
+        assert_eq!(
+            prepare(&limit, DbBackend::Sqlite).map(|p| p.limit).ok(),
+            Some(MAX_LIMIT)
+        );
     }
 
     #[test]

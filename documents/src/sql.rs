@@ -1,11 +1,17 @@
-//! Small helpers for raw SQL on SQLite through sea-orm: statements, IMMEDIATE write
-//! transactions, integer conversions and the RFC 3339 timestamps stored as text.
+//! Small helpers for raw SQL through sea-orm: statements, IMMEDIATE write transactions (and
+//! the per-document lock that stands in for them on PostgreSQL), integer conversions and the
+//! RFC 3339 timestamps stored as text.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use sea_orm::{
-    DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult, SqliteTransactionMode,
-    Statement, TransactionOptions, TransactionTrait, Value,
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult,
+    SqliteTransactionMode, Statement, TransactionOptions, TransactionTrait, Value,
 };
+use shelf_engine::sql::{SqlExt, is_postgres};
+
+/// First key of the documents' advisory locks ("SHLF"), so they never meet another user's
+/// two-key locks; the second key is a hash of the document id.
+const DOCUMENT_LOCK_SPACE: i32 = 0x5348_4C46;
 
 /// A SQLite statement with positional `?` values.
 pub(crate) fn stmt(sql: &str, values: impl IntoIterator<Item = Value>) -> Statement {
@@ -19,6 +25,23 @@ pub(crate) async fn begin_immediate(db: &DatabaseConnection) -> Result<DatabaseT
         ..Default::default()
     })
     .await
+}
+
+/// Serializes the transactions that ingest or delete one document, as SQLite's single writer
+/// does: on PostgreSQL a transaction-scoped advisory lock on the id (held until commit or
+/// rollback), so a second ingest of the same bytes waits for the first and then finds its row
+/// (a duplicate, never a key violation), and a re-upload waits for a delete in flight. Nothing
+/// on SQLite, where `BEGIN IMMEDIATE` already holds the write lock. Take it first in the
+/// transaction, before any other write, so it is never awaited while holding row locks.
+pub(crate) async fn lock_document(conn: &impl ConnectionTrait, id: &str) -> Result<(), DbErr> {
+    if is_postgres(conn) {
+        conn.execute_sql(stmt(
+            "SELECT pg_advisory_xact_lock(?, hashtext(?))",
+            [DOCUMENT_LOCK_SPACE.into(), id.to_string().into()],
+        ))
+        .await?;
+    }
+    Ok(())
 }
 
 /// Stored timestamp format: RFC 3339 UTC with milliseconds and `Z`, sortable as text.

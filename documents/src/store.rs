@@ -19,7 +19,7 @@ use crate::paths::{
     PAGE_IMAGES_DIR, STAGING_DIR, TRASH_DIR, UPLOADS_DIR, check_no_symlinks, join_all,
     owned_upload_components,
 };
-use crate::sql::{begin_immediate, get_u64, now_timestamp, stmt, to_i64};
+use crate::sql::{begin_immediate, get_u64, lock_document, now_timestamp, stmt, to_i64};
 use crate::texts::TEXT_KIND_CLEANED;
 
 /// Columns of `documents` read into a [`Document`].
@@ -146,6 +146,7 @@ impl DocumentStore {
         check_no_symlinks(&self.data_dir, &[UPLOADS_DIR, &id, &name]).await?;
 
         let txn = begin_immediate(&self.db).await?;
+        lock_document(&txn, &id).await?;
         if let Some(existing) = find_document(&txn, &id).await? {
             txn.rollback().await?;
             return Ok(Ingested {
@@ -254,6 +255,7 @@ impl DocumentStore {
 
         let id = document_id(&digest.sha256_hex);
         let txn = begin_immediate(&self.db).await?;
+        lock_document(&txn, &id).await?;
         if let Some(existing) = find_document(&txn, &id).await? {
             txn.rollback().await?;
             return Ok(Ingested {
@@ -391,6 +393,7 @@ impl DocumentStore {
         }
 
         let txn = begin_immediate(&self.db).await?;
+        lock_document(&txn, id).await?;
         let Some(row) = txn
             .query_one_sql(stmt(
                 "SELECT pk FROM documents WHERE id = ?",

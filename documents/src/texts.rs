@@ -106,8 +106,10 @@ pub async fn content_page(
             "SELECT substr(body, ?, ?) AS page, chars FROM document_texts \
              WHERE document_id = ? AND kind = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
             [
-                to_i64(offset.saturating_add(1)).into(),
-                to_i64(limit).into(),
+                // INTEGER arguments: PostgreSQL has no substr(text, bigint, bigint). No body
+                // is near 2^31 characters (both databases cap a value at about 1 GB).
+                clamp_i32(offset.saturating_add(1)).into(),
+                clamp_i32(limit).into(),
                 document_id.to_string().into(),
                 TEXT_KIND_CLEANED.into(),
             ],
@@ -135,6 +137,10 @@ pub async fn content_page(
         limit,
         truncated: offset.saturating_add(returned) < total_chars,
     })
+}
+
+fn clamp_i32(value: u64) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
 }
 
 fn text_from_row(row: &QueryResult) -> Result<TextRecord> {

@@ -1,9 +1,10 @@
-//! Page records on a real SQLite file: batched replacement, upserts, pruning of other runs,
+//! Page records on a real SQLite file and a real PostgreSQL database: batched replacement, upserts, pruning of other runs,
 //! the listing (latest run, summary, failures filter, paging) and deletion with page images.
 
+#[macro_use]
 mod common;
 
-use common::env;
+use common::Env;
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use shelf_documents::pages::{page_listing, put_page, put_pages, run_pages};
 use shelf_documents::{DocumentsError, PageRecord, PageSource};
@@ -55,9 +56,8 @@ fn ocr_page(number: u32, text: &str, confidence: f64) -> PageRecord {
     }
 }
 
-#[tokio::test]
-async fn a_runs_pages_are_replaced_in_batches_and_read_in_order() {
-    let env = env().await;
+on_both_backends!(a_runs_pages_are_replaced_in_batches_and_read_in_order);
+async fn a_runs_pages_are_replaced_in_batches_and_read_in_order(env: Env) {
     let doc = env
         .upload("scan.pdf", b"%PDF-1.7\n%fake\n")
         .await
@@ -116,9 +116,8 @@ async fn a_runs_pages_are_replaced_in_batches_and_read_in_order() {
     );
 }
 
-#[tokio::test]
-async fn writing_a_run_prunes_finished_runs_but_not_active_ones() {
-    let env = env().await;
+on_both_backends!(writing_a_run_prunes_finished_runs_but_not_active_ones);
+async fn writing_a_run_prunes_finished_runs_but_not_active_ones(env: Env) {
     let doc = env
         .upload("scan.pdf", b"%PDF-1.7\n%prune\n")
         .await
@@ -165,9 +164,8 @@ async fn writing_a_run_prunes_finished_runs_but_not_active_ones() {
     assert_eq!(page_rows(db, &doc.id).await, 1);
 }
 
-#[tokio::test]
-async fn the_listing_shows_the_latest_run_with_a_summary_and_filters() {
-    let env = env().await;
+on_both_backends!(the_listing_shows_the_latest_run_with_a_summary_and_filters);
+async fn the_listing_shows_the_latest_run_with_a_summary_and_filters(env: Env) {
     let db = env.db();
     let missing = page_listing(db, "doc_0000000000000000", 10, 0, false).await;
     assert!(matches!(missing, Err(DocumentsError::NotFound { .. })));
@@ -291,9 +289,8 @@ async fn the_listing_shows_the_latest_run_with_a_summary_and_filters() {
     assert_eq!(past.total, 5);
 }
 
-#[tokio::test]
-async fn deleting_a_document_removes_its_pages_and_page_images() {
-    let env = env().await;
+on_both_backends!(deleting_a_document_removes_its_pages_and_page_images);
+async fn deleting_a_document_removes_its_pages_and_page_images(env: Env) {
     let db = env.db();
     let doc = env
         .upload("scan.png", b"\x89PNG\r\n\x1a\n fake png")
@@ -327,9 +324,8 @@ async fn deleting_a_document_removes_its_pages_and_page_images() {
     assert!(env.data_dir().join("page-images").is_dir());
 }
 
-#[tokio::test]
-async fn symlinked_page_image_boundaries_are_refused() {
-    let env = env().await;
+on_both_backends!(symlinked_page_image_boundaries_are_refused);
+async fn symlinked_page_image_boundaries_are_refused(env: Env) {
     let doc = env
         .upload("scan.png", b"\x89PNG\r\n\x1a\n other")
         .await

@@ -1,12 +1,13 @@
-//! Search on a real SQLite file: ranking, filters, phrases, hostile query text, pagination
+//! Search on a real SQLite file and a real PostgreSQL database (each test on both): ranking, filters, phrases, hostile query text, pagination
 //! totals, snippet escaping, raw scope, facets and a small Cranfield relevance check.
 
+#[macro_use]
 mod common;
 
 use shelf_engine::sql::SqlExt;
 use std::collections::{HashMap, HashSet};
 
-use common::{Env, env};
+use common::Env;
 use sea_orm::ConnectionTrait;
 use shelf_documents::{
     Document, DocumentResults, DocumentStatus, DocumentsError, MatchMode, SearchRequest,
@@ -63,9 +64,8 @@ async fn ids(env: &Env, request: &SearchRequest) -> Vec<String> {
         .document_ids
 }
 
-#[tokio::test]
-async fn ranking_prefers_better_matches_then_newer_then_id() {
-    let env = env().await;
+on_both_backends!(ranking_prefers_better_matches_then_newer_then_id);
+async fn ranking_prefers_better_matches_then_newer_then_id(env: Env) {
     let many = add(&env, "many.txt", "horse horse horse saddle horse", "r1").await;
     let once = add(
         &env,
@@ -98,9 +98,8 @@ async fn ranking_prefers_better_matches_then_newer_then_id() {
     assert_eq!(ids(&env, &req("zebra")).await, tied);
 }
 
-#[tokio::test]
-async fn filters_combine() {
-    let env = env().await;
+on_both_backends!(filters_combine);
+async fn filters_combine(env: Env) {
     let horses = add(&env, "horses.txt", "animal care for horses", "r").await;
     let husbandry = add(&env, "husbandry.txt", "animal care in general", "r").await;
     let pets = add(&env, "pets.md", "animal care for pets", "r").await;
@@ -161,9 +160,8 @@ async fn filters_combine() {
     assert!(matches!(err, DocumentsError::InvalidSearchWindow));
 }
 
-#[tokio::test]
-async fn phrases_require_adjacent_terms_in_order() {
-    let env = env().await;
+on_both_backends!(phrases_require_adjacent_terms_in_order);
+async fn phrases_require_adjacent_terms_in_order(env: Env) {
     let adjacent = add(&env, "adj.txt", "the wing slipstream interaction", "r").await;
     let apart = add(&env, "apart.txt", "slipstream behind the wing", "r").await;
     let mut got = ids(&env, &req("wing slipstream")).await;
@@ -182,9 +180,8 @@ async fn phrases_require_adjacent_terms_in_order() {
     assert!(ids(&env, &phrase).await.is_empty());
 }
 
-#[tokio::test]
-async fn hostile_query_text_never_errors() {
-    let env = env().await;
+on_both_backends!(hostile_query_text_never_errors);
+async fn hostile_query_text_never_errors(env: Env) {
     let mail = add(
         &env,
         "mail.txt",
@@ -257,9 +254,8 @@ async fn hostile_query_text_never_errors() {
     assert!(matches!(err, DocumentsError::SearchQueryTooLarge { .. }));
 }
 
-#[tokio::test]
-async fn pagination_reports_full_totals() {
-    let env = env().await;
+on_both_backends!(pagination_reports_full_totals);
+async fn pagination_reports_full_totals(env: Env) {
     for i in 0..7 {
         add(
             &env,
@@ -290,9 +286,8 @@ async fn pagination_reports_full_totals() {
     assert_eq!(all_ids.iter().collect::<HashSet<_>>().len(), 7);
 }
 
-#[tokio::test]
-async fn snippets_escape_source_markup_and_keep_marks() {
-    let env = env().await;
+on_both_backends!(snippets_escape_source_markup_and_keep_marks);
+async fn snippets_escape_source_markup_and_keep_marks(env: Env) {
     add(
         &env,
         "xss.txt",
@@ -304,10 +299,14 @@ async fn snippets_escape_source_markup_and_keep_marks() {
         .await
         .expect("search");
     let snippet = &page.results[0].snippet;
-    assert!(
-        snippet.contains("&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"),
-        "{snippet}"
-    );
+    // PostgreSQL's ts_headline starts a fragment at a word, so the `<` before `script` (the
+    // body's first character, no word) is left out there; the contract is the escaping.
+    let script = if env.is_postgres() {
+        "script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"
+    } else {
+        "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"
+    };
+    assert!(snippet.contains(script), "{snippet}");
     assert!(snippet.contains("<mark>horse</mark>"), "{snippet}");
     assert!(snippet.contains("&amp; &quot;friends&quot;"), "{snippet}");
     assert!(
@@ -354,9 +353,8 @@ async fn snippets_escape_source_markup_and_keep_marks() {
     assert_eq!(cleaned.results[0].source, SearchScope::Cleaned);
 }
 
-#[tokio::test]
-async fn reindexing_replaces_rows_and_any_match_is_a_fallback() {
-    let env = env().await;
+on_both_backends!(reindexing_replaces_rows_and_any_match_is_a_fallback);
+async fn reindexing_replaces_rows_and_any_match_is_a_fallback(env: Env) {
     let doc = add(&env, "r.txt", "old words here", "old raw").await;
     index_document(env.db(), &doc.id, "run_2", "new words there", "new raw")
         .await
@@ -380,9 +378,8 @@ async fn reindexing_replaces_rows_and_any_match_is_a_fallback() {
     assert_eq!(search_results(env.db(), &phrase).await.expect("p").total, 0);
 }
 
-#[tokio::test]
-async fn facets_follow_the_same_filters() {
-    let env = env().await;
+on_both_backends!(facets_follow_the_same_filters);
+async fn facets_follow_the_same_filters(env: Env) {
     let a = add(&env, "a.txt", "facet term alpha", "r").await;
     let b = add(&env, "b.txt", "facet term beta", "r").await;
     add(&env, "c.txt", "facet term gamma", "r").await;
@@ -416,14 +413,13 @@ async fn facets_follow_the_same_filters() {
     assert_eq!(facets.sources[0].count, 2);
 }
 
-#[tokio::test]
-async fn cranfield_relevance_smoke_check() {
+on_both_backends!(cranfield_relevance_smoke_check);
+async fn cranfield_relevance_smoke_check(env: Env) {
     let base = std::path::Path::new("/work/shared/corpus/ir/cranfield");
     let Ok(corpus) = std::fs::read_to_string(base.join("corpus.jsonl")) else {
         eprintln!("cranfield corpus not present, skipping");
         return;
     };
-    let env = env().await;
     let mut doc_of: HashMap<String, String> = HashMap::new();
     for line in corpus.lines().take(200) {
         let record: serde_json::Value = serde_json::from_str(line).expect("record");
@@ -475,7 +471,13 @@ async fn cranfield_relevance_smoke_check() {
     }
     eprintln!("cranfield: {hit}/{asked} queries have a relevant document in the top 10");
     assert!(asked >= 50, "{asked}");
-    assert!(hit * 10 >= asked * 7, "{hit}/{asked}, missed {missed:?}");
+    // ts_rank_cd has no inverse document frequency, which these natural-language questions
+    // lean on (BM25 has): PostgreSQL's bar is lower (docs/search.md, "PostgreSQL").
+    let percent = if env.is_postgres() { 65 } else { 70 };
+    assert!(
+        hit * 100 >= asked * percent,
+        "{hit}/{asked}, missed {missed:?}"
+    );
     for must in ["1", "2", "3", "14", "65", "67"] {
         assert!(
             !missed.contains(&must.to_string()),
@@ -484,9 +486,8 @@ async fn cranfield_relevance_smoke_check() {
     }
 }
 
-#[tokio::test]
-async fn keyword_queries_require_all_terms_first_then_any() {
-    let env = env().await;
+on_both_backends!(keyword_queries_require_all_terms_first_then_any);
+async fn keyword_queries_require_all_terms_first_then_any(env: Env) {
     let both = add(&env, "both.txt", "the wing and the slipstream", "r").await;
     let wing = add(&env, "wing.txt", "a wing alone", "r").await;
     add(&env, "other.txt", "nothing relevant at all", "r").await;
@@ -544,9 +545,8 @@ async fn keyword_queries_require_all_terms_first_then_any() {
     assert_eq!((page.match_mode, page.total), (MatchMode::Any, 2));
 }
 
-#[tokio::test]
-async fn stop_word_only_queries_and_phrases_keep_their_words() {
-    let env = env().await;
+on_both_backends!(stop_word_only_queries_and_phrases_keep_their_words);
+async fn stop_word_only_queries_and_phrases_keep_their_words(env: Env) {
     let hamlet = add(&env, "hamlet.txt", "to be or not to be", "r").await;
     let other = add(&env, "other.txt", "be quick", "r").await;
     let ofthe = add(&env, "ofthe.txt", "the state of the art wing", "r").await;
@@ -575,9 +575,8 @@ async fn stop_word_only_queries_and_phrases_keep_their_words() {
     assert_eq!(ids(&env, &phrase).await, vec![ofthe.id.clone()]);
 }
 
-#[tokio::test]
-async fn punctuation_and_fts_syntax_are_plain_text() {
-    let env = env().await;
+on_both_backends!(punctuation_and_fts_syntax_are_plain_text);
+async fn punctuation_and_fts_syntax_are_plain_text(env: Env) {
     let mail = add(
         &env,
         "mail.txt",
@@ -634,9 +633,8 @@ async fn punctuation_and_fts_syntax_are_plain_text() {
     }
 }
 
-#[tokio::test]
-async fn fallback_pages_ties_and_totals() {
-    let env = env().await;
+on_both_backends!(fallback_pages_ties_and_totals);
+async fn fallback_pages_ties_and_totals(env: Env) {
     // Nine documents with one query term each: the any-term fallback ties them all on BM25
     // (same length, same term frequency), so newest then id decides.
     let mut docs = Vec::new();
@@ -728,15 +726,30 @@ async fn fallback_pages_ties_and_totals() {
     assert_eq!(page.total, 1);
 }
 
-#[test]
-fn no_query_string_makes_search_error_or_panic() {
+mod no_query_string_makes_search_error_or_panic {
+    #[test]
+    fn sqlite() {
+        super::no_query_string_makes_search_error_or_panic(false);
+    }
+
+    #[test]
+    fn postgres() {
+        super::no_query_string_makes_search_error_or_panic(true);
+    }
+}
+
+fn no_query_string_makes_search_error_or_panic(postgres: bool) {
     use proptest::prelude::*;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let env = runtime.block_on(async {
-        let env = env().await;
+    let Some(env) = runtime.block_on(async {
+        let env = if postgres {
+            common::pg_env().await?
+        } else {
+            common::env().await
+        };
         add(
             &env,
             "p.txt",
@@ -744,8 +757,10 @@ fn no_query_string_makes_search_error_or_panic() {
             "raw text",
         )
         .await;
-        env
-    });
+        Some(env)
+    }) else {
+        return;
+    };
     let config = ProptestConfig {
         cases: 256,
         failure_persistence: None,

@@ -1,9 +1,10 @@
-//! Document store on a real SQLite file: ingest (uploads and imports), dedupe, refusals that
+//! Document store on a real SQLite file and a real PostgreSQL database: ingest (uploads and imports), dedupe, refusals that
 //! leave nothing behind, listing, results, statuses, texts, content pages and deletion.
 
+#[macro_use]
 mod common;
 
-use common::{env, files_under};
+use common::{Env, files_under};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use shelf_documents::{
     DocumentResults, DocumentStatus, DocumentsError, SourceKind, TextRecord, content_page,
@@ -21,9 +22,8 @@ async fn count(db: &impl ConnectionTrait, sql: &str) -> i64 {
     row.try_get_by_index::<i64>(0).expect("count")
 }
 
-#[tokio::test]
-async fn upload_is_stored_content_addressed() {
-    let env = env().await;
+on_both_backends!(upload_is_stored_content_addressed);
+async fn upload_is_stored_content_addressed(env: Env) {
     let bytes = b"Horses are large animals.\n";
     let ingested = env
         .upload("../My  Notes?.TXT", bytes)
@@ -58,9 +58,8 @@ async fn upload_is_stored_content_addressed() {
     assert!(json.get("pk").is_none());
 }
 
-#[tokio::test]
-async fn identical_bytes_are_a_duplicate_and_stored_once() {
-    let env = env().await;
+on_both_backends!(identical_bytes_are_a_duplicate_and_stored_once);
+async fn identical_bytes_are_a_duplicate_and_stored_once(env: Env) {
     let first = env.upload("a.txt", b"same bytes").await.expect("first");
     let second = env.upload("b.md", b"same bytes").await.expect("second");
     assert!(second.duplicate);
@@ -72,9 +71,8 @@ async fn identical_bytes_are_a_duplicate_and_stored_once() {
     );
 }
 
-#[tokio::test]
-async fn refused_uploads_leave_nothing_behind() {
-    let env = env().await;
+on_both_backends!(refused_uploads_leave_nothing_behind);
+async fn refused_uploads_leave_nothing_behind(env: Env) {
     let cases: Vec<(&str, &[u8], &str)> = vec![
         ("archive.zip", b"PK\x03\x04....", "archive_not_supported"),
         ("data.tar.gz", b"\x1f\x8b\x08\x00", "archive_not_supported"),
@@ -110,9 +108,8 @@ async fn refused_uploads_leave_nothing_behind() {
     assert!(env.upload("wide.txt", utf16).await.is_ok());
 }
 
-#[tokio::test]
-async fn symlinked_uploads_directory_is_refused() {
-    let env = env().await;
+on_both_backends!(symlinked_uploads_directory_is_refused);
+async fn symlinked_uploads_directory_is_refused(env: Env) {
     let outside = tempfile::tempdir().expect("tempdir");
     let staged = env.stage(b"hello symlink").await;
     // Replace uploads/<id> parent with a symlink after staging.
@@ -139,9 +136,8 @@ async fn symlinked_uploads_directory_is_refused() {
     assert!(matches!(err, DocumentsError::InvalidPath { .. }));
 }
 
-#[tokio::test]
-async fn import_references_the_file_in_place() {
-    let env = env().await;
+on_both_backends!(import_references_the_file_in_place);
+async fn import_references_the_file_in_place(env: Env) {
     let source_dir = tempfile::tempdir().expect("tempdir");
     let path = source_dir.path().join("Chapter 1.md");
     let body = "# Chapter\n".repeat(20_000);
@@ -180,9 +176,8 @@ async fn import_references_the_file_in_place() {
     assert!(!uploads.join(&doc.id).exists() && !uploads.join(".trash").exists());
 }
 
-#[tokio::test]
-async fn deleting_an_import_creates_no_uploads_directory() {
-    let env = env().await;
+on_both_backends!(deleting_an_import_creates_no_uploads_directory);
+async fn deleting_an_import_creates_no_uploads_directory(env: Env) {
     let source_dir = tempfile::tempdir().expect("tempdir");
     let path = source_dir.path().join("notes.txt");
     std::fs::write(&path, "imported").expect("write");
@@ -192,9 +187,8 @@ async fn deleting_an_import_creates_no_uploads_directory() {
     assert!(!env.data_dir().join("uploads").exists());
 }
 
-#[tokio::test]
-async fn imports_refuse_symlinks_archives_and_non_files() {
-    let env = env().await;
+on_both_backends!(imports_refuse_symlinks_archives_and_non_files);
+async fn imports_refuse_symlinks_archives_and_non_files(env: Env) {
     let dir = tempfile::tempdir().expect("tempdir");
     let real = dir.path().join("real.txt");
     std::fs::write(&real, "text").expect("write");
@@ -224,9 +218,8 @@ async fn imports_refuse_symlinks_archives_and_non_files() {
     assert_eq!(count(env.db(), "SELECT count(*) FROM documents").await, 0);
 }
 
-#[tokio::test]
-async fn list_is_newest_first_with_total() {
-    let env = env().await;
+on_both_backends!(list_is_newest_first_with_total);
+async fn list_is_newest_first_with_total(env: Env) {
     let mut ids = Vec::new();
     for i in 0..5 {
         let doc = env
@@ -248,9 +241,8 @@ async fn list_is_newest_first_with_total() {
     assert_eq!(err.code(), "not_found");
 }
 
-#[tokio::test]
-async fn results_statuses_and_texts() {
-    let env = env().await;
+on_both_backends!(results_statuses_and_texts);
+async fn results_statuses_and_texts(env: Env) {
     let doc = env
         .upload("horses.txt", b"horse text")
         .await
@@ -369,9 +361,8 @@ async fn results_statuses_and_texts() {
     assert!(find_document(db, &doc.id).await.expect("find").is_some());
 }
 
-#[tokio::test]
-async fn delete_removes_rows_index_runs_and_owned_files() {
-    let env = env().await;
+on_both_backends!(delete_removes_rows_index_runs_and_owned_files);
+async fn delete_removes_rows_index_runs_and_owned_files(env: Env) {
     let keep = env
         .upload("keep.txt", b"keep me")
         .await
@@ -451,9 +442,8 @@ async fn delete_removes_rows_index_runs_and_owned_files() {
     assert!(!again.duplicate);
 }
 
-#[tokio::test]
-async fn delete_refuses_a_symlinked_uploads_boundary() {
-    let env = env().await;
+on_both_backends!(delete_refuses_a_symlinked_uploads_boundary);
+async fn delete_refuses_a_symlinked_uploads_boundary(env: Env) {
     let doc = env
         .upload("a.txt", b"boundary")
         .await
@@ -469,9 +459,9 @@ async fn delete_refuses_a_symlinked_uploads_boundary() {
     assert_eq!(files_under(&moved).len(), 1);
 }
 
-#[tokio::test]
-async fn concurrent_identical_uploads_store_one_document() {
-    let env = std::sync::Arc::new(env().await);
+on_both_backends!(concurrent_identical_uploads_store_one_document);
+async fn concurrent_identical_uploads_store_one_document(env: Env) {
+    let env = std::sync::Arc::new(env);
     let mut tasks = Vec::new();
     for i in 0..6 {
         let env = env.clone();

@@ -1,6 +1,11 @@
-//! Shared setup for the integration tests: a migrated SQLite file in a temporary directory.
+//! Shared setup for the integration tests: a data directory in a temporary directory and a
+//! migrated database, a SQLite file in it or a fresh database of the test process's
+//! PostgreSQL cluster; `on_both_backends!` runs one test body on each.
 
 #![allow(dead_code)]
+
+#[path = "../../../tests/support/pg_cluster.rs"]
+mod pg_cluster;
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +13,27 @@ use sea_orm::{ConnectOptions, Database, DatabaseConnection};
 use shelf_documents::{DocumentStore, Ingested, sha256_hex};
 use shelf_migrations::{Migrator, MigratorTrait};
 use tempfile::TempDir;
+
+/// Runs `async fn name(env: Env)` twice: `name::sqlite` on a SQLite file and `name::postgres`
+/// on a fresh PostgreSQL database (a skip with a message when PostgreSQL is absent, a failure
+/// when `SHELF_REQUIRE_POSTGRES=1`). Two worker threads, so concurrent tasks really race.
+macro_rules! on_both_backends {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name(crate::common::env().await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if let Some(env) = crate::common::pg_env().await {
+                    super::$name(env).await;
+                }
+            }
+        }
+    };
+}
 
 pub struct Env {
     pub dir: TempDir,
@@ -21,6 +47,10 @@ impl Env {
 
     pub fn db(&self) -> &DatabaseConnection {
         &self.store.db
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        shelf_engine::sql::is_postgres(self.db())
     }
 
     /// Stages `bytes` like the upload handler does and ingests them.
@@ -48,6 +78,7 @@ pub async fn connect(path: &Path) -> DatabaseConnection {
     db
 }
 
+/// A data directory with a migrated SQLite file in it.
 pub async fn env() -> Env {
     let dir = tempfile::tempdir().expect("tempdir");
     let data_dir = dir.path().join("data");
@@ -57,6 +88,27 @@ pub async fn env() -> Env {
         store: DocumentStore::new(db, data_dir),
         dir,
     }
+}
+
+/// A data directory and a fresh, migrated PostgreSQL database; `None` when the test cluster
+/// cannot be had (PostgreSQL not installed and not required).
+pub async fn pg_env() -> Option<Env> {
+    let Some(cluster) = pg_cluster::PgCluster::shared() else {
+        eprintln!("skipped on PostgreSQL: no PostgreSQL binaries");
+        return None;
+    };
+    let url = cluster.create_database("documents");
+    let mut options = ConnectOptions::new(url);
+    options.max_connections(4).sqlx_logging(false);
+    let db = Database::connect(options).await.expect("connect");
+    Migrator::up(&db, None).await.expect("migrate");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data_dir = dir.path().join("data");
+    std::fs::create_dir_all(&data_dir).expect("data dir");
+    Some(Env {
+        store: DocumentStore::new(db, data_dir),
+        dir,
+    })
 }
 
 /// Files left in a directory tree (relative paths), for "nothing left behind" checks.
