@@ -359,14 +359,20 @@ def cmd_latency(a) -> None:
             c.execute(RAW_COUNT, (expr,)).fetchone()
         return run
 
-    docs = sqlite3.connect(f"file:{a.db}?mode=ro", uri=True).execute(
-        "SELECT count(*) FROM search_cleaned").fetchone()[0]
+    # Without --db (a PostgreSQL-backed API) only Shelf's side is measured: the raw FTS5
+    # comparison reads a SQLite file.
+    sides = [("shelf", shelf)]
+    docs = a.documents
+    if a.db:
+        docs = sqlite3.connect(f"file:{a.db}?mode=ro", uri=True).execute(
+            "SELECT count(*) FROM search_cleaned").fetchone()[0]
+        sides += [("raw-same", raw(True)), ("raw-all", raw(False))]
     # Warm both sides (page cache, statement caches).
-    measure(texts[:50], shelf, 1)
-    measure(texts[:50], raw(True), 1)
+    for _, worker in sides[:2]:
+        measure(texts[:50], worker, 1)
     rows = []
     for c in a.concurrency:
-        for name, worker in (("shelf", shelf), ("raw-same", raw(True)), ("raw-all", raw(False))):
+        for name, worker in sides:
             r = measure(texts, worker, c, a.clients)
             r.update({"side": name, "concurrency": c, "clients": a.clients})
             rows.append(r)
@@ -390,7 +396,8 @@ def main() -> int:
     p.add_argument("--raw-db")
     p = sub.add_parser("latency")
     p.add_argument("--base-url", required=True)
-    p.add_argument("--db", required=True)
+    p.add_argument("--db", help="the API's SQLite file (omit on PostgreSQL: Shelf's side only)")
+    p.add_argument("--documents", help="indexed documents, for the report when there is no --db")
     p.add_argument("-c", "--concurrency", type=int, nargs="+", default=[1, 8])
     p.add_argument("-m", type=int, default=225)
     p.add_argument("--repeat", type=int, default=2)

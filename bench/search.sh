@@ -26,7 +26,7 @@ else
   cargo build -p shelf-cli >&2
 fi
 SHELF=$TARGET/$PROFILE/shelf
-[[ -n "$PG" || -z "$N" ]] || cargo build --release -p shelf-documents --example search_corpus >&2
+[[ -z "$N" ]] || cargo build --release -p shelf-documents --example search_corpus >&2
 
 WORK=$(mktemp -d)
 PIDS=()
@@ -58,6 +58,19 @@ PIDS+=($!)
 python3 bench/search.py load --base-url "$BASE"
 if [[ -n "$PG" ]]; then
   echo "## nDCG@10, Cranfield, PostgreSQL" && python3 bench/search.py ndcg --base-url "$BASE"
+  echo "## latency, Cranfield, PostgreSQL" && python3 bench/search.py latency --base-url "$BASE" --documents 1400
+  if [[ -n "$N" ]]; then
+    # A second database on the same server for the N documents (replaced on each run).
+    BIG_DB="shelf_search_$N"
+    BIG_URL="${SHELF_DATABASE_URL%/*}/$BIG_DB"
+    psql -q "$SHELF_DATABASE_URL" -c "DROP DATABASE IF EXISTS $BIG_DB" -c "CREATE DATABASE $BIG_DB"
+    BIG="$WORK/big"
+    mkdir -p "$BIG"
+    SHELF_DATABASE_URL="$BIG_URL" "$TARGET/release/examples/search_corpus" "$BIG" "$N" 2>&1 | tail -1 >&2
+    SHELF_DATABASE_URL="$BIG_URL" start_api "$BIG"
+    echo "## latency, $N documents, PostgreSQL" && python3 bench/search.py latency --base-url "$BASE" --documents "$N"
+    psql -qtA "$BIG_URL" -c "SELECT 'index sizes: search_cleaned ' || pg_size_pretty(pg_total_relation_size('search_cleaned')) || ', search_raw ' || pg_size_pretty(pg_total_relation_size('search_raw')) || ', database ' || pg_size_pretty(pg_database_size(current_database()))"
+  fi
   exit 0
 fi
 echo "## nDCG@10, Cranfield" && python3 bench/search.py ndcg --base-url "$BASE" --raw-db "$DATA/shelf.sqlite"

@@ -11,13 +11,17 @@
 //! `cranfield-<id>.txt`, as `bench/search.py` and `peer_bench.py` name them) and, beyond
 //! those, synthetic documents made by recombining Cranfield sentences (a seeded choice of a
 //! title and 4–12 sentences from random abstracts), so term statistics stay those of real
-//! aerodynamics abstracts. Pending migrations are applied first.
+//! aerodynamics abstracts. Pending migrations are applied first. With `SHELF_DATABASE_URL`
+//! set, the documents go to that PostgreSQL database.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-use sea_orm::{SqliteTransactionMode, SqlxSqliteConnector, TransactionOptions, TransactionTrait};
+use sea_orm::{
+    ConnectionTrait, SqliteTransactionMode, SqlxSqliteConnector, TransactionOptions,
+    TransactionTrait,
+};
 use shelf_documents::{DocumentStore, index_document_in, sha256_hex};
 use shelf_migrations::{Migrator, MigratorTrait};
 
@@ -52,17 +56,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .next()
         .ok_or("usage: search_corpus DATA_DIR N")?
         .parse()?;
-    let options = SqliteConnectOptions::new()
-        .filename(data_dir.join("shelf.sqlite"))
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .foreign_keys(true)
-        .create_if_missing(true);
-    let pool = sea_orm::sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await?;
-    let db = SqlxSqliteConnector::from_sqlx_sqlite_pool(pool);
+    // SHELF_DATABASE_URL loads a PostgreSQL database instead (the data directory still holds
+    // the uploaded files).
+    let db = match std::env::var("SHELF_DATABASE_URL") {
+        Ok(url) => {
+            shelf_engine::db::connect_target(&shelf_engine::db::DatabaseTarget::Postgres(url), 2)
+                .await?
+        }
+        Err(_) => {
+            let options = SqliteConnectOptions::new()
+                .filename(data_dir.join("shelf.sqlite"))
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .foreign_keys(true)
+                .create_if_missing(true);
+            let pool = sea_orm::sqlx::sqlite::SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(options)
+                .await?;
+            SqlxSqliteConnector::from_sqlx_sqlite_pool(pool)
+        }
+    };
     Migrator::up(&db, None).await?;
     let store = DocumentStore::new(db.clone(), data_dir.clone());
 
@@ -128,5 +142,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "loaded {n} documents in {:.1}s",
         started.elapsed().as_secs_f64()
     );
+    if db.get_database_backend() == sea_orm::DbBackend::Postgres {
+        // Fresh statistics for the planner, as autovacuum would give them a little later.
+        db.execute_unprepared("ANALYZE").await?;
+    }
     Ok(())
 }

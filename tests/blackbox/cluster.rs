@@ -40,7 +40,7 @@ fn cluster_env(prefix: &str) -> Option<Env> {
             .with("SHELF_DATABASE_MAX_CONNECTIONS", "8")
             // Slow enough that a kill lands in the middle of runs, short leases so that a
             // killed worker's runs come back soon, and no reclaim cap within this test's kills.
-            .with("SHELF_LLM_MOCK_DELAY_MS", "60")
+            .with("SHELF_LLM_MOCK_DELAY_MS", "150")
             .with("SHELF_CHUNK_TARGET_CHARS", "400")
             .with("SHELF_CHUNK_OVERLAP_CHARS", "40")
             .with("SHELF_WORKER_LEASE_SECONDS", "2")
@@ -65,13 +65,15 @@ fn worker(env: &Env) -> Running {
     process
 }
 
-/// A made-up word for document `i`: letters only, so both backends' tokenizers keep it whole.
+/// A made-up word for document `i`: letters only, so both backends' tokenizers keep it whole,
+/// and ending in `zq`, so that no stemmer takes a suffix off (`…ls` and `…ll` both stem to
+/// `…l` in English: two documents would share a word).
 fn unique_word(i: usize) -> String {
     let letters: String = format!("{i:03}")
         .bytes()
-        .map(|d| char::from(b'k' + (d - b'0')))
+        .map(|d| char::from(b"bcdfghjkmp"[usize::from(d - b'0')]))
         .collect();
-    format!("quorvex{letters}")
+    format!("quorvex{letters}zq")
 }
 
 fn generated_text(i: usize) -> String {
@@ -113,10 +115,10 @@ async fn post(client: &Client, url: String, body: &Value) -> (u16, Value) {
     (status, reply.json().await.expect("json"))
 }
 
-/// The longest word of at least six ASCII letters in `text`: one search finds its document.
+/// The longest word of at least four ASCII letters in `text`: one search finds its document.
 fn distinctive_word(text: &str) -> Option<String> {
     text.split(|c: char| !c.is_ascii_alphabetic())
-        .filter(|w| w.len() >= 6)
+        .filter(|w| w.len() >= 4)
         .max_by_key(|w| (w.len(), *w))
         .map(str::to_lowercase)
 }
@@ -174,7 +176,6 @@ async fn two_apis_and_three_killed_workers_on_postgres_finish_every_run_once() {
         config["storage"]["database_backend"], "postgres",
         "{config}"
     );
-    let mut workers: Vec<Running> = (0..WORKERS).map(|_| worker(&env)).collect();
 
     // Uploads alternate between the APIs; the generated documents carry their unique word.
     let mut uploads: Vec<(String, Vec<u8>)> = corpus_files();
@@ -241,6 +242,10 @@ async fn two_apis_and_three_killed_workers_on_postgres_finish_every_run_once() {
         runs.push((run["id"].as_str().expect("run id").to_string(), id.clone()));
     }
 
+    // The workers start once every run is queued, so that the kills below land while there
+    // is work in flight.
+    let mut workers: Vec<Running> = (0..WORKERS).map(|_| worker(&env)).collect();
+
     // Kill workers while runs are running, each time restarting the one killed.
     let statuses_of = |api: &Api| {
         let client = client.clone();
@@ -278,9 +283,13 @@ async fn two_apis_and_three_killed_workers_on_postgres_finish_every_run_once() {
             workers[victim].kill();
             workers[victim] = worker(&env);
             kills += 1;
+            // Give the restarted worker time to claim before the next kill.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(700)).await;
     }
+    eprintln!("{kills} worker kills landed while runs were in flight");
     assert!(
         kills >= 2,
         "only {kills} kills landed while runs were in flight"
