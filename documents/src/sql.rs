@@ -2,23 +2,18 @@
 //! transactions, integer conversions and the RFC 3339 timestamps stored as text.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use sea_orm::{
-    DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult, SqliteTransactionMode,
-    Statement, TransactionOptions, TransactionTrait, Value,
-};
+use sea_orm::{DatabaseConnection, DbBackend, DbErr, QueryResult, Statement, Value};
+use shelf_engine::db::WriteTxn;
 
 /// A SQLite statement with positional `?` values.
 pub(crate) fn stmt(sql: &str, values: impl IntoIterator<Item = Value>) -> Statement {
     Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)
 }
 
-/// Begins a write transaction that takes the write lock at once (`BEGIN IMMEDIATE`).
-pub(crate) async fn begin_immediate(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
-    db.begin_with_options(TransactionOptions {
-        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
-        ..Default::default()
-    })
-    .await
+/// Begins a write transaction that takes the write lock at once (`BEGIN IMMEDIATE`), in the
+/// engine's queue of this process's writers (`shelf_engine::db::begin_write`).
+pub(crate) async fn begin_immediate(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
+    shelf_engine::db::begin_write(db).await
 }
 
 /// Stored timestamp format: RFC 3339 UTC with milliseconds and `Z`, sortable as text.
