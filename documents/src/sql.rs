@@ -4,9 +4,9 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult,
-    SqliteTransactionMode, Statement, TransactionOptions, TransactionTrait, Value,
+    ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryResult, Statement, Value,
 };
+use shelf_engine::db::WriteTxn;
 use shelf_engine::sql::{SqlExt, is_postgres};
 
 /// First key of the documents' advisory locks ("SHLF"), so they never meet another user's
@@ -18,13 +18,10 @@ pub(crate) fn stmt(sql: &str, values: impl IntoIterator<Item = Value>) -> Statem
     Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)
 }
 
-/// Begins a write transaction that takes the write lock at once (`BEGIN IMMEDIATE`).
-pub(crate) async fn begin_immediate(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
-    db.begin_with_options(TransactionOptions {
-        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
-        ..Default::default()
-    })
-    .await
+/// Begins a write transaction that takes the write lock at once (`BEGIN IMMEDIATE`), in the
+/// engine's queue of this process's writers (`shelf_engine::db::begin_write`).
+pub(crate) async fn begin_immediate(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
+    shelf_engine::db::begin_write(db).await
 }
 
 /// Serializes the transactions that ingest or delete one document, as SQLite's single writer

@@ -1,13 +1,22 @@
 //! Opening the database the way every Shelf process must. SQLite (the embedded default): WAL,
 //! foreign keys on, `synchronous=NORMAL` and a 5 s busy timeout on every pooled connection.
 //! PostgreSQL (several hosts): a pool of the same size on the server the URL names, with TLS
-//! through rustls when the URL asks for it (`sslmode=require`).
+//! through rustls when the URL asks for it (`sslmode=require`). `begin_write`: the write
+//! transactions of every crate, queued per process on SQLite.
 
+use std::collections::HashMap;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
-use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbErr};
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
+    DbErr, ExecResult, QueryResult, SqliteTransactionMode, Statement, TransactionOptions,
+    TransactionTrait,
+};
+use tokio::sync::OwnedMutexGuard;
 
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -71,8 +80,215 @@ pub async fn connect(path: &Path, max_connections: u32) -> Result<DatabaseConnec
                 .synchronous(SqliteSynchronous::Normal)
                 .foreign_keys(true)
                 .busy_timeout(BUSY_TIMEOUT)
-                // 32 MiB of page cache per connection: fewer reads through the kernel.
-                .pragma("cache_size", "-32768")
+                .pragma("cache_size", cache_size_pragma(max_connections))
         });
     Database::connect(options).await
+}
+
+/// The page cache of all of a pool's connections together, in KiB.
+///
+/// Each connection keeps its own cache and fills it up to its limit: with 32 MiB each, the
+/// API's eight connections grew to 25 MiB of heap on the peer benchmark's concurrent searches
+/// for no measurable gain, since the kernel's page cache holds the file anyway and a miss costs
+/// one `pread` (docs/PERFORMANCE.md, Throughput).
+const PAGE_CACHE_BUDGET_KIB: u32 = 8 * 1024;
+
+/// No connection gets less than this: SQLite's own default is about 2 MiB.
+const MIN_PAGE_CACHE_KIB: u32 = 512;
+
+/// `PRAGMA cache_size` for each of `max_connections` connections: the pool's budget split among
+/// them (a negative value is a size in KiB).
+fn cache_size_pragma(max_connections: u32) -> String {
+    let each = (PAGE_CACHE_BUDGET_KIB / max_connections.max(1)).max(MIN_PAGE_CACHE_KIB);
+    format!("-{each}")
+}
+
+/// A write transaction that holds, on SQLite, this process's turn at the database's one write
+/// lock until it commits, rolls back or drops.
+pub struct WriteTxn {
+    // Declared first so that a dropped transaction queues its rollback before the turn passes.
+    txn: DatabaseTransaction,
+    _turn: Option<OwnedMutexGuard<()>>,
+}
+
+impl WriteTxn {
+    pub async fn commit(self) -> Result<(), DbErr> {
+        self.txn.commit().await
+    }
+
+    pub async fn rollback(self) -> Result<(), DbErr> {
+        self.txn.rollback().await
+    }
+}
+
+impl Deref for WriteTxn {
+    type Target = DatabaseTransaction;
+
+    fn deref(&self) -> &DatabaseTransaction {
+        &self.txn
+    }
+}
+
+#[async_trait::async_trait]
+impl ConnectionTrait for WriteTxn {
+    fn get_database_backend(&self) -> DbBackend {
+        self.txn.get_database_backend()
+    }
+
+    async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
+        self.txn.execute_raw(stmt).await
+    }
+
+    async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
+        self.txn.execute_unprepared(sql).await
+    }
+
+    async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
+        self.txn.query_one_raw(stmt).await
+    }
+
+    async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
+        self.txn.query_all_raw(stmt).await
+    }
+
+    fn support_returning(&self) -> bool {
+        self.txn.support_returning()
+    }
+}
+
+/// Starts a write transaction that takes the write lock up front (`BEGIN IMMEDIATE` on
+/// SQLite), so a read-then-write transaction waits for the lock instead of failing with
+/// "database is locked".
+///
+/// On SQLite the writers of one process first queue for their turn on an async mutex per
+/// database file, in arrival order. Without it they meet in SQLite's busy handler, which
+/// sleeps 1, 2, 5, 10 … ms and retries: the lock usually frees long before the sleeper wakes,
+/// and the queue is not fair. Other processes (the API and a worker) still meet in the busy
+/// handler. A turn not given within the busy timeout fails as SQLite would, so a task that
+/// already holds a write transaction and asks for another waits no longer than before.
+/// PostgreSQL has no database write lock: no turn is taken there.
+pub async fn begin_write(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
+    let turn = match write_gate(db) {
+        Some(gate) => match tokio::time::timeout(BUSY_TIMEOUT, gate.lock_owned()).await {
+            Ok(turn) => Some(turn),
+            Err(_) => {
+                return Err(DbErr::Custom(
+                    "database is locked (no write turn within the busy timeout)".to_string(),
+                ));
+            }
+        },
+        None => None,
+    };
+    let txn = db
+        .begin_with_options(TransactionOptions {
+            sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+            ..Default::default()
+        })
+        .await?;
+    Ok(WriteTxn { txn, _turn: turn })
+}
+
+type Gates = Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>;
+
+/// The write gate of `db`'s SQLite file, shared by every pool of this process on that file;
+/// none on PostgreSQL or for an in-memory database (each of those is its own database).
+fn write_gate(db: &DatabaseConnection) -> Option<Arc<tokio::sync::Mutex<()>>> {
+    if db.get_database_backend() != DbBackend::Sqlite {
+        return None;
+    }
+    let options = db.get_sqlite_connection_pool().connect_options();
+    let file = options.get_filename();
+    if file.as_os_str().is_empty() || file == Path::new(":memory:") {
+        return None;
+    }
+    static GATES: OnceLock<Gates> = OnceLock::new();
+    let mut gates = GATES
+        .get_or_init(Gates::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    Some(gates.entry(file.to_path_buf()).or_default().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::SqlExt;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writers_of_two_pools_on_one_file_share_the_turn_and_all_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("gate.sqlite");
+        let a = connect(&file, 4).await.expect("connect a");
+        let b = connect(&file, 4).await.expect("connect b");
+        a.execute_unprepared("CREATE TABLE t (n INTEGER NOT NULL)")
+            .await
+            .expect("create");
+        assert!(Arc::ptr_eq(
+            &write_gate(&a).expect("gate a"),
+            &write_gate(&b).expect("gate b")
+        ));
+        let mut tasks = Vec::new();
+        for i in 0..40i64 {
+            let db = if i % 2 == 0 { a.clone() } else { b.clone() };
+            tasks.push(tokio::spawn(async move {
+                let txn = begin_write(&db).await?;
+                // A read before the write: the pattern that needs the lock taken up front.
+                txn.query_one_sql(Statement::from_string(
+                    DbBackend::Sqlite,
+                    "SELECT count(*) FROM t",
+                ))
+                .await?;
+                txn.execute_sql(Statement::from_sql_and_values(
+                    DbBackend::Sqlite,
+                    "INSERT INTO t (n) VALUES (?)",
+                    [i.into()],
+                ))
+                .await?;
+                txn.commit().await
+            }));
+        }
+        for task in tasks {
+            task.await.expect("join").expect("write");
+        }
+        let row = a
+            .query_one_sql(Statement::from_string(
+                DbBackend::Sqlite,
+                "SELECT count(*) AS c FROM t",
+            ))
+            .await
+            .expect("count")
+            .expect("row");
+        assert_eq!(row.try_get::<i64>("", "c").expect("c"), 40);
+    }
+
+    #[tokio::test]
+    async fn a_pool_splits_the_page_cache_budget_among_its_connections() {
+        assert_eq!(cache_size_pragma(1), "-8192");
+        assert_eq!(cache_size_pragma(64), "-512");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = connect(&dir.path().join("cache.sqlite"), 8)
+            .await
+            .expect("connect");
+        let row = db
+            .query_one_sql(Statement::from_string(
+                DbBackend::Sqlite,
+                "PRAGMA cache_size",
+            ))
+            .await
+            .expect("pragma")
+            .expect("row");
+        assert_eq!(row.try_get_by_index::<i64>(0).expect("cache_size"), -1024);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_transaction_passes_the_turn_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = connect(&dir.path().join("drop.sqlite"), 2)
+            .await
+            .expect("connect");
+        let first = begin_write(&db).await.expect("first");
+        drop(first);
+        let second = begin_write(&db).await.expect("second");
+        second.rollback().await.expect("rollback");
+    }
 }

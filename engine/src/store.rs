@@ -6,8 +6,8 @@ use crate::sql::SqlExt;
 use std::time::Duration;
 
 use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult,
-    SqliteTransactionMode, Statement, TransactionOptions, TransactionTrait, Value as SqlValue,
+    ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryResult, Statement,
+    Value as SqlValue,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -47,15 +47,7 @@ pub(crate) fn wake_statements(conn: &impl ConnectionTrait) -> Vec<Statement> {
     }
 }
 
-/// Starts a write transaction that takes the write lock up front, so a read-then-write
-/// transaction waits on the busy timeout instead of failing with "database is locked".
-pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
-    db.begin_with_options(TransactionOptions {
-        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
-        ..Default::default()
-    })
-    .await
-}
+pub use crate::db::{WriteTxn, begin_write};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRecord {
@@ -800,7 +792,7 @@ impl RunStore {
         run_id: &str,
         token: i64,
         events: usize,
-    ) -> Result<(DatabaseTransaction, i64), EngineError> {
+    ) -> Result<(WriteTxn, i64), EngineError> {
         let txn = begin_write(&self.db).await?;
         let reserved = events as i64;
         let row = txn
