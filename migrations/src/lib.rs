@@ -12,6 +12,24 @@ mod m20261124_000001_trace;
 
 pub struct Migrator;
 
+/// Every table the full schema holds besides the migrator's own (`seaql_migrations`), by name,
+/// the same on both backends. `tests/schema.rs` checks it against what the migrations create;
+/// `shelf admin db-check` on PostgreSQL reports any that is missing.
+pub const TABLES: &[&str] = &[
+    "api_audit_events",
+    "document_pages",
+    "document_segments",
+    "document_texts",
+    "documents",
+    "extraction_cache",
+    "run_events",
+    "run_stage_parts",
+    "run_stages",
+    "runs",
+    "search_cleaned",
+    "search_raw",
+];
+
 /// Runs, in order, the statements written for the connection's backend (every migration here is
 /// plain SQL, one variant per dialect).
 pub(crate) async fn execute_all(

@@ -14,22 +14,7 @@ use shelf_migrations::{Migrator, MigratorTrait, known_migrations};
 use tempfile::TempDir;
 
 use pg_cluster::PgCluster;
-
-/// Every table a migrated database holds besides the migrator's own.
-const TABLES: &[&str] = &[
-    "api_audit_events",
-    "document_pages",
-    "document_segments",
-    "document_texts",
-    "documents",
-    "extraction_cache",
-    "run_events",
-    "run_stage_parts",
-    "run_stages",
-    "runs",
-    "search_cleaned",
-    "search_raw",
-];
+use shelf_migrations::TABLES;
 
 const SQLITE_TABLES: &str = "SELECT name FROM sqlite_master WHERE type = 'table' \
      AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
