@@ -10,7 +10,7 @@ use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, SqliteTransactionMode,
     Statement, TransactionOptions, TransactionTrait,
 };
-use shelf_engine::db::DatabaseTarget;
+use shelf_engine::db::{DatabaseTarget, is_busy};
 use shelf_migrations::{Migrator, MigratorTrait, known_migrations};
 
 use crate::error::AppError;
@@ -182,12 +182,6 @@ async fn begin_immediate_waiting(db: &DatabaseConnection) -> Result<DatabaseTran
             Err(e) => return Err(e.into()),
         }
     }
-}
-
-/// SQLite's `SQLITE_BUSY` / `SQLITE_LOCKED`, as sqlx reports them.
-fn is_busy(e: &sea_orm::DbErr) -> bool {
-    let text = e.to_string();
-    text.contains("database is locked") || text.contains("database is busy")
 }
 
 fn refuse_newer(status: &SchemaStatus) -> Result<(), AppError> {

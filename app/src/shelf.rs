@@ -12,8 +12,8 @@ use shelf_documents::{DocumentStore, Ingested, SearchIds, SearchPage, SearchRequ
 use shelf_engine::executor::snapshot_source;
 use shelf_engine::store::CancelOutcome;
 use shelf_engine::{
-    CompiledPipeline, Engine, EngineConfig, EventRecord, PipelineSource, RunRecord, RunStore,
-    Worker, WorkerConfig,
+    CompiledPipeline, Engine, EngineConfig, EventRecord, PipelineSource, RunRecord, RunStatus,
+    RunStore, Worker, WorkerConfig,
 };
 use shelf_stages::StageDeps;
 use shelf_stages::chunk::ChunkSettings;
@@ -202,24 +202,78 @@ impl Shelf {
         mode: ProcessingMode,
         shutdown: CancellationToken,
     ) -> Result<Option<RunRecord>, AppError> {
+        self.process_with(document_id, pipeline, mode, shutdown, false)
+            .await
+    }
+
+    /// [`Shelf::process_until`] for a resumed import: when the document's latest run is of the
+    /// same pipeline (same YAML) and succeeded or has not ended, that run is taken over instead
+    /// of a new one. An import killed after it submitted a run, or after the run ended but
+    /// before its manifest said so, then processes no document twice.
+    pub async fn resume_or_process_until(
+        &self,
+        document_id: &str,
+        pipeline: Option<&str>,
+        mode: ProcessingMode,
+        shutdown: CancellationToken,
+    ) -> Result<Option<RunRecord>, AppError> {
+        self.process_with(document_id, pipeline, mode, shutdown, true)
+            .await
+    }
+
+    async fn process_with(
+        &self,
+        document_id: &str,
+        pipeline: Option<&str>,
+        mode: ProcessingMode,
+        shutdown: CancellationToken,
+        take_over: bool,
+    ) -> Result<Option<RunRecord>, AppError> {
         if mode == ProcessingMode::None {
             return Ok(None);
         }
         self.documents.get(document_id).await?;
         let pipeline = self.load_pipeline(pipeline.unwrap_or(&self.settings.pipeline))?;
-        let run = self
-            .engine
-            .submit(
-                document_id,
-                &pipeline,
-                json!({ "document_id": document_id }),
-            )
-            .await
-            .map_err(|e| AppError::RunSubmission(e.to_string()))?;
+        let earlier = match take_over {
+            true => self.run_to_take_over(document_id, &pipeline).await?,
+            false => None,
+        };
+        let run = match earlier {
+            Some(run) => run,
+            None => self
+                .engine
+                .submit(
+                    document_id,
+                    &pipeline,
+                    json!({ "document_id": document_id }),
+                )
+                .await
+                .map_err(|e| AppError::RunSubmission(e.to_string()))?,
+        };
         match mode {
             ProcessingMode::Process => Ok(Some(self.run_here_until(&run.id, shutdown).await?)),
             _ => Ok(Some(run)),
         }
+    }
+
+    /// The document's latest run when it is of `pipeline` and succeeded, queued or running.
+    async fn run_to_take_over(
+        &self,
+        document_id: &str,
+        pipeline: &CompiledPipeline,
+    ) -> Result<Option<RunRecord>, AppError> {
+        let (latest, _) = self
+            .engine
+            .store()
+            .list_runs(Some(document_id), 1, 0)
+            .await?;
+        Ok(latest.into_iter().next().filter(|run| {
+            run.pipeline_sha256 == pipeline.sha256
+                && matches!(
+                    run.status,
+                    RunStatus::Succeeded | RunStatus::Queued | RunStatus::Running
+                )
+        }))
     }
 
     /// Runs an existing run to its end in this process, with the same engine a worker uses.

@@ -82,7 +82,24 @@ pub async fn connect(path: &Path, max_connections: u32) -> Result<DatabaseConnec
                 .busy_timeout(BUSY_TIMEOUT)
                 .pragma("cache_size", cache_size_pragma(max_connections))
         });
-    Database::connect(options).await
+    // Two processes opening a new file at once both switch it to WAL, which needs the file's
+    // exclusive lock: SQLite answers one of them SQLITE_BUSY at once, without its busy handler
+    // (waiting could deadlock). The switch is quick, so opening again soon succeeds.
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match Database::connect(options.clone()).await {
+            Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            opened => return opened,
+        }
+    }
+}
+
+/// SQLite's `SQLITE_BUSY` / `SQLITE_LOCKED`, as sqlx reports them.
+pub fn is_busy(e: &DbErr) -> bool {
+    let text = e.to_string();
+    text.contains("database is locked") || text.contains("database is busy")
 }
 
 /// The page cache of all of a pool's connections together, in KiB.

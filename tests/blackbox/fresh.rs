@@ -113,7 +113,9 @@ fn processes_migrating_one_new_database_at_once_do_not_race() {
         for out in &outputs {
             assert!(
                 out.status.success(),
-                "round {round}: {}",
+                "round {round}: {} {}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
             let report = stdout_json(out);

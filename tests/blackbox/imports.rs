@@ -545,7 +545,12 @@ fn read_manifest(path: &Path) -> Option<Value> {
 
 #[test]
 fn a_sigkilled_import_resumes_without_converting_twice() {
-    let env = migrated(Env::new());
+    // A run the killed import held is taken over once its lease lapses.
+    let env = migrated(
+        Env::new()
+            .with("SHELF_WORKER_LEASE_SECONDS", "2")
+            .with("SHELF_WORKER_HEARTBEAT_MS", "500"),
+    );
     for i in 0..40 {
         env.write(
             &format!("many/doc-{i:02}.txt"),
@@ -640,6 +645,65 @@ fn a_sigkilled_import_resumes_without_converting_twice() {
         succeeded.len(),
         "a document processed twice"
     );
+    // The run in flight at the kill was taken over, not left behind for a worker to do again.
+    let unfinished: Vec<&Value> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "queued" || r["status"] == "running")
+        .collect();
+    assert!(unfinished.is_empty(), "{unfinished:#?}");
+}
+
+#[test]
+fn a_resumed_import_takes_over_the_run_it_finds_instead_of_starting_another() {
+    let env = migrated(Env::new());
+    let file = env.write("one/horses.txt", "Farriers shoe horses.\n");
+    // What an import killed between submitting a run and recording it leaves: a queued run.
+    let (document, queued) = env.queue(&file);
+    let manifest = env.path().join("resume.json");
+    let import = |resume: bool| {
+        let mut args = vec![
+            "import".to_string(),
+            s(&env.path().join("one")),
+            "--overwrite".into(),
+            "--manifest".into(),
+            s(&manifest),
+            "--json".into(),
+        ];
+        if resume {
+            args.push("--resume".into());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let report = env.json(&args);
+        let record = report["files"][0].clone();
+        assert_eq!(record["status"], "converted", "{report:#}");
+        assert_eq!(record["document_id"], document.as_str());
+        record["run_id"].as_str().unwrap().to_string()
+    };
+    let runs_of_document = || {
+        let runs = env.json(&["runs", "--json", "--limit", "500"]);
+        runs["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["id"].as_str().unwrap().to_string(), r["status"].clone()))
+            .collect::<Vec<_>>()
+    };
+    // Resume runs the queued run here rather than creating a second one.
+    assert_eq!(import(true), queued);
+    assert_eq!(
+        runs_of_document(),
+        vec![(queued.clone(), json!("succeeded"))]
+    );
+    // And takes a succeeded run as it is (a kill after the run ended, before the manifest).
+    std::fs::remove_file(&manifest).unwrap();
+    assert_eq!(import(true), queued);
+    assert_eq!(runs_of_document().len(), 1);
+    // Outside resume, importing the same file again processes it again.
+    let again = import(false);
+    assert_ne!(again, queued);
+    assert_eq!(runs_of_document().len(), 2);
 }
 
 #[test]

@@ -392,23 +392,25 @@ impl Import {
         record.duplicate = Some(ingested.duplicate);
 
         let step = Instant::now();
-        let run = self
-            .shelf
-            .process_until(
-                &document.id,
-                self.options.pipeline.as_deref(),
-                self.options.processing,
-                cancel.clone(),
-            )
-            .await
-            .map_err(|e| RecordError {
-                code: e.code().into(),
-                detail: if e.is_user_error() {
-                    e.to_string()
-                } else {
-                    "Run could not be submitted".into()
-                },
-            })?;
+        let pipeline = self.options.pipeline.as_deref();
+        let processing = self.options.processing;
+        let run = if self.options.resume && ingested.duplicate {
+            self.shelf
+                .resume_or_process_until(&document.id, pipeline, processing, cancel.clone())
+                .await
+        } else {
+            self.shelf
+                .process_until(&document.id, pipeline, processing, cancel.clone())
+                .await
+        };
+        let run = run.map_err(|e| RecordError {
+            code: e.code().into(),
+            detail: if e.is_user_error() {
+                e.to_string()
+            } else {
+                "Run could not be submitted".into()
+            },
+        })?;
         record.timings.process_ms = millis(step);
         if let Some(run) = &run {
             record.run_id = Some(run.id.clone());
