@@ -17,7 +17,7 @@ rm -rf "$D"; mkdir -p "$D"
 export SHELF_DATA_DIR=$D SHELF_LLM_PROVIDER=mock SHELF_LOG_LEVEL=warn
 "$BIN" migrate >/dev/null
 "$BIN" api --port "$PORT" > "$D/api.log" 2>&1 & echo $! > "$D/api.pid"
-"$BIN" worker > "$D/worker.log" 2>&1 & echo $! > "$D/worker.pid"
+env ${WORKER_ENV:-} "$BIN" worker > "$D/worker.log" 2>&1 & echo $! > "$D/worker.pid"
 trap 'kill $(cat "$D/api.pid") $(cat "$D/worker.pid") 2>/dev/null || true' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.1; done
 "$PYTHON" "$PEER_BENCH" --base-url "http://127.0.0.1:$PORT" --docs-dir "$DOCS" \

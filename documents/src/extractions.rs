@@ -1,7 +1,7 @@
 //! What extraction leaves with a document: the extraction cache (a result per file SHA-256 and
 //! extractor version, so reprocessing does not extract again) and transcript segments.
 
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use shelf_engine::sql::SqlExt;
 use shelf_extractors::{Extraction, Segment};
 
@@ -38,9 +38,24 @@ pub async fn cache_extraction(
     extractor_version: &str,
     extraction: &Extraction,
 ) -> Result<()> {
+    conn.execute_sql(cache_extraction_statement(
+        sha256,
+        extractor_version,
+        extraction,
+    )?)
+    .await?;
+    Ok(())
+}
+
+/// The statement [`cache_extraction`] runs, for a caller that commits it elsewhere.
+pub fn cache_extraction_statement(
+    sha256: &str,
+    extractor_version: &str,
+    extraction: &Extraction,
+) -> Result<Statement> {
     let text = serde_json::to_string(extraction)
         .map_err(|e| DocumentsError::corrupt(format!("cannot encode the extraction: {e}")))?;
-    conn.execute_sql(stmt(
+    Ok(stmt(
         "INSERT INTO extraction_cache (sha256, extractor_version, result, created_at) \
          VALUES (?, ?, ?, ?) \
          ON CONFLICT (sha256, extractor_version) DO UPDATE SET result = excluded.result",
@@ -51,8 +66,6 @@ pub async fn cache_extraction(
             now_timestamp().into(),
         ],
     ))
-    .await?;
-    Ok(())
 }
 
 /// Replaces a document's transcript segments, in one transaction.

@@ -33,7 +33,9 @@ pub mod texts;
 
 pub use citations::{CitationStrategy, TranscriptCitation, cite};
 pub use error::{DocumentsError, ErrorKind, Result};
-pub use extractions::{cache_extraction, cached_extraction, put_segments, segments};
+pub use extractions::{
+    cache_extraction, cache_extraction_statement, cached_extraction, put_segments, segments,
+};
 pub use filename::{extension_of, normalize_filename, stem_of};
 pub use formats::{
     Format, Kind, check_container, check_content, check_extension, format_for,
@@ -55,5 +57,5 @@ pub use store::{
 };
 pub use texts::{
     ContentPage, TEXT_KIND_CLEANED, TEXT_KIND_RAW, TextRecord, content_page, get_text, latest_text,
-    put_text,
+    put_text, put_text_statement,
 };

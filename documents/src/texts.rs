@@ -1,7 +1,7 @@
 //! Texts produced for a document by its runs (raw extraction, OCR, cleaned output, ...):
 //! idempotent writes, lookups and the bounded content page of the latest cleaned text.
 
-use sea_orm::{ConnectionTrait, QueryResult};
+use sea_orm::{ConnectionTrait, QueryResult, Statement};
 use serde::{Deserialize, Serialize};
 use shelf_engine::sql::SqlExt;
 
@@ -41,8 +41,15 @@ pub struct ContentPage {
 /// Writes a text; writing the same id again replaces its body, run and kind but keeps its
 /// first `created_at`, so replays are idempotent. Composable into a caller's transaction.
 pub async fn put_text(conn: &impl ConnectionTrait, text: &TextRecord) -> Result<()> {
+    conn.execute_sql(put_text_statement(text)).await?;
+    Ok(())
+}
+
+/// The statement [`put_text`] runs, for a caller that commits it elsewhere (a stage hands it
+/// to the engine to commit with its success).
+pub fn put_text_statement(text: &TextRecord) -> Statement {
     let chars = text.body.chars().count() as u64;
-    conn.execute_sql(stmt(
+    stmt(
         "INSERT INTO document_texts (id, document_id, run_id, kind, body, chars, created_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?) \
          ON CONFLICT (id) DO UPDATE SET document_id = excluded.document_id, \
@@ -57,9 +64,7 @@ pub async fn put_text(conn: &impl ConnectionTrait, text: &TextRecord) -> Result<
             to_i64(chars).into(),
             now_timestamp().into(),
         ],
-    ))
-    .await?;
-    Ok(())
+    )
 }
 
 const TEXT_COLUMNS: &str = "id, document_id, run_id, kind, body";

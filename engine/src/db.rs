@@ -73,6 +73,15 @@ pub async fn connect(path: &Path, max_connections: u32) -> Result<DatabaseConnec
         // every acquire only adds a round trip through sqlx's connection thread per statement.
         .test_before_acquire(false)
         .sqlx_logging(false)
+        .map_sqlx_sqlite_pool_opts(|pool| {
+            pool.after_connect(|conn, _| {
+                Box::pin(async move {
+                    let mut handle = conn.lock_handle().await?;
+                    busy::install(handle.as_raw_handle());
+                    Ok(())
+                })
+            })
+        })
         .map_sqlx_sqlite_opts(move |o| {
             o.filename(&file)
                 .create_if_missing(true)
@@ -92,6 +101,54 @@ pub async fn connect(path: &Path, max_connections: u32) -> Result<DatabaseConnec
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             opened => return opened,
+        }
+    }
+}
+
+/// How a connection waits for a lock another process holds (the API's and a worker's writers,
+/// which no in-process gate can order).
+///
+/// SQLite's own handler (`busy_timeout`) sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 ms
+/// and retries: write transactions here last well under a millisecond, so a waiter usually
+/// sleeps far past the moment the lock frees, and the longer it has waited the later it looks
+/// again. This one looks again after 100 µs at first, then 500 µs, then 2 ms, and gives up with
+/// `SQLITE_BUSY` after the same [`BUSY_TIMEOUT`] (docs/PERFORMANCE.md, Throughput).
+mod busy {
+    use std::os::raw::{c_int, c_void};
+    use std::ptr::NonNull;
+    use std::time::Duration;
+
+    use libsqlite3_sys::{sqlite3, sqlite3_busy_handler};
+
+    /// The pause before the `count`-th retry, in microseconds.
+    pub(super) fn pause_us(count: u64) -> u64 {
+        match count {
+            0..20 => 100,
+            20..100 => 500,
+            _ => 2_000,
+        }
+    }
+
+    /// The time spent waiting before the `count`-th retry, in microseconds.
+    pub(super) fn waited_us(count: u64) -> u64 {
+        (0..count.min(100)).map(pause_us).sum::<u64>() + count.saturating_sub(100) * 2_000
+    }
+
+    extern "C" fn wait_a_little(_: *mut c_void, count: c_int) -> c_int {
+        let count = u64::try_from(count).unwrap_or(0);
+        if waited_us(count) >= super::BUSY_TIMEOUT.as_micros() as u64 {
+            return 0;
+        }
+        std::thread::sleep(Duration::from_micros(pause_us(count)));
+        1
+    }
+
+    /// Replaces the connection's busy handler (and so its `busy_timeout`) with [`wait_a_little`].
+    pub(super) fn install(handle: NonNull<sqlite3>) {
+        // SAFETY: `handle` is an open connection locked out of sqlx's worker thread for this
+        // call; the handler is a plain function that keeps no state.
+        unsafe {
+            sqlite3_busy_handler(handle.as_ptr(), Some(wait_a_little), std::ptr::null_mut());
         }
     }
 }
@@ -295,6 +352,60 @@ mod tests {
             .expect("pragma")
             .expect("row");
         assert_eq!(row.try_get_by_index::<i64>(0).expect("cache_size"), -1024);
+    }
+
+    #[test]
+    fn the_busy_handler_looks_again_soon_and_gives_up_after_the_busy_timeout() {
+        let limit = BUSY_TIMEOUT.as_micros() as u64;
+        let last = (0..100_000u64)
+            .find(|&n| busy::waited_us(n) >= limit)
+            .expect("gives up");
+        assert!(busy::pause_us(0) <= 100 && busy::pause_us(last) <= 2_000);
+        assert_eq!(
+            busy::waited_us(last),
+            (0..last).map(busy::pause_us).sum::<u64>()
+        );
+        assert!(busy::waited_us(last) < limit + 2_000);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_writer_of_another_process_waits_in_the_busy_handler_then_writes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("busy.sqlite");
+        let holder = connect(&file, 1).await.expect("connect holder");
+        let waiter = connect(&file, 1).await.expect("connect waiter");
+        holder
+            .execute_unprepared("CREATE TABLE t (n INTEGER NOT NULL)")
+            .await
+            .expect("create");
+        // Plain `BEGIN IMMEDIATE` on both, past the in-process gate: as two processes would.
+        let immediate = || TransactionOptions {
+            sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+            ..Default::default()
+        };
+        let held = holder.begin_with_options(immediate()).await.expect("hold");
+        let writer = tokio::spawn(async move {
+            let txn = waiter.begin_with_options(immediate()).await?;
+            txn.execute_unprepared("INSERT INTO t (n) VALUES (2)")
+                .await?;
+            txn.commit().await
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!writer.is_finished(), "the lock was held");
+        held.execute_unprepared("INSERT INTO t (n) VALUES (1)")
+            .await
+            .expect("insert");
+        held.commit().await.expect("commit");
+        writer.await.expect("join").expect("the waiter wrote");
+        let row = holder
+            .query_one_sql(Statement::from_string(
+                DbBackend::Sqlite,
+                "SELECT group_concat(n) AS ns FROM (SELECT n FROM t ORDER BY n)",
+            ))
+            .await
+            .expect("read")
+            .expect("row");
+        assert_eq!(row.try_get::<String>("", "ns").expect("ns"), "1,2");
     }
 
     #[tokio::test]

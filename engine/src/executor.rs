@@ -20,7 +20,7 @@ use crate::pipeline::{
     CompiledPipeline, CompiledStage, PipelineError, PipelineSource, format_duration,
 };
 use crate::registry::Registry;
-use crate::stage::{StageContext, StageError, StageInputs};
+use crate::stage::{StageContext, StageError, StageInputs, SuccessWrites};
 use crate::state::{RunStatus, StageStatus};
 use crate::store::{
     CancelOutcome, Claim, LeaseGuard, NewRun, RunRecord, RunStore, Write, stmt, wake_statements,
@@ -418,6 +418,8 @@ impl Engine {
         let mut children: HashMap<String, CancellationToken> = HashMap::new();
         // Each running stage's span, to record how the attempt ended.
         let mut spans: HashMap<String, Span> = HashMap::new();
+        // What each running attempt handed over to commit with its success.
+        let mut success_writes: HashMap<String, SuccessWrites> = HashMap::new();
         let mut retry_due: Option<i64> = None;
         let mut failure: Option<String> = None;
         let mut canceling = false;
@@ -493,7 +495,9 @@ impl Engine {
                             ),
                             cancel: child,
                             guard: Some(guard.clone()),
+                            on_success: SuccessWrites::default(),
                         };
+                        success_writes.insert(stage.name.clone(), ctx.on_success.clone());
                         let span = self.hooks.stage_span(run, &stage.name, attempt);
                         spans.insert(stage.name.clone(), span.clone());
                         starting.push((stage.clone(), ctx, span));
@@ -519,6 +523,7 @@ impl Engine {
                     };
                     children.remove(&name);
                     let span = spans.remove(&name);
+                    let handed_over = success_writes.remove(&name).map(|w| w.take()).unwrap_or_default();
                     let Some(stage) = pipeline.stage(&name) else { continue };
                     let duration_ms = elapsed.as_millis().min(i64::MAX as u128) as i64;
                     // The stage may report its cancellation before the select sees the trip.
@@ -530,12 +535,14 @@ impl Engine {
                     }
                     match result {
                         Ok(output) => {
+                            let mut statements = handed_over;
+                            statements.push(stmt(
+                                "UPDATE run_stages SET status = 'succeeded', output = ?, error = NULL, finished_at = ?, duration_ms = ? \
+                                 WHERE run_id = ? AND name = ?",
+                                vec![output.to_string().into(), now_rfc3339().into(), duration_ms.into(), run.id.clone().into(), name.clone().into()],
+                            ));
                             batch.push(Write {
-                                statements: vec![stmt(
-                                    "UPDATE run_stages SET status = 'succeeded', output = ?, error = NULL, finished_at = ?, duration_ms = ? \
-                                     WHERE run_id = ? AND name = ?",
-                                    vec![output.to_string().into(), now_rfc3339().into(), duration_ms.into(), run.id.clone().into(), name.clone().into()],
-                                )],
+                                statements,
                                 events: vec![(name.clone(), "stage_succeeded", format!("succeeded in {duration_ms} ms"))],
                             });
                             batch.ended.push((span, name.clone(), StageStatus::Succeeded, elapsed));

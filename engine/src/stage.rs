@@ -1,8 +1,11 @@
 //! The `Stage` trait that every concrete stage implements, and what a stage gets when it runs:
-//! its inputs, its options, a cancellation token, an event sink and a store for partial
-//! checkpoints.
+//! its inputs, its options, a cancellation token, an event sink, a store for partial
+//! checkpoints, and writes that commit with the attempt's success.
+
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use sea_orm::Statement;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -104,6 +107,17 @@ pub struct StageContext {
     /// Long work should check it; subprocesses should be killed when it trips.
     pub cancel: CancellationToken,
     pub(crate) guard: Option<LeaseGuard>,
+    pub(crate) on_success: SuccessWrites,
+}
+
+/// The writes a stage attempt handed over with [`StageContext::write_on_success`].
+#[derive(Clone, Default)]
+pub(crate) struct SuccessWrites(Arc<Mutex<Vec<Statement>>>);
+
+impl SuccessWrites {
+    pub(crate) fn take(&self) -> Vec<Statement> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 impl StageContext {
@@ -117,6 +131,18 @@ impl StageContext {
                 .map_err(lost)?;
         }
         Ok(())
+    }
+
+    /// Queues a write of the stage's result (its text, a cache entry) to commit in the fenced
+    /// transaction that records this attempt's success, before any dependent stage starts. A
+    /// failed, canceled or interrupted attempt's writes are dropped, and a worker that lost its
+    /// lease writes none. Written once with `?` placeholders, like every engine statement.
+    pub fn write_on_success(&self, statement: Statement) {
+        self.on_success
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(statement);
     }
 
     /// A partial checkpoint saved earlier by this stage in this run (or in the run a retry

@@ -828,8 +828,17 @@ async fn insert_events(
     first: i64,
     events: &[(&str, &str, &str)],
 ) -> Result<(), EngineError> {
+    if let Some(insert) = events_insert(run_id, first, events) {
+        txn.execute_sql(insert).await?;
+    }
+    Ok(())
+}
+
+/// The one statement that inserts `events` with the sequence numbers `first..`; none for no
+/// events.
+fn events_insert(run_id: &str, first: i64, events: &[(&str, &str, &str)]) -> Option<Statement> {
     if events.is_empty() {
-        return Ok(());
+        return None;
     }
     let created = now_rfc3339();
     let mut sql = String::from(
@@ -850,8 +859,7 @@ async fn insert_events(
             created.clone().into(),
         ]);
     }
-    txn.execute_sql(stmt(&sql, values)).await?;
-    Ok(())
+    Some(stmt(&sql, values))
 }
 
 /// A worker's handle on a claimed run: every write goes through it and is refused once the
@@ -876,15 +884,14 @@ impl LeaseGuard {
             .store
             .fenced(&self.run_id, self.token, write.events.len())
             .await?;
-        for s in write.statements {
-            txn.execute_sql(s).await?;
-        }
         let events: Vec<(&str, &str, &str)> = write
             .events
             .iter()
             .map(|(stage, kind, message)| (stage.as_str(), *kind, message.as_str()))
             .collect();
-        insert_events(&txn, &self.run_id, first, &events).await?;
+        let mut statements = write.statements;
+        statements.extend(events_insert(&self.run_id, first, &events));
+        txn.execute_all_sql(statements).await?;
         txn.commit().await?;
         Ok(())
     }

@@ -103,14 +103,7 @@ impl Stage for Clean {
             .await?;
         }
         let body = chunk::join(&chunks, &cleaned);
-        let saved = save_stage_text(
-            &self.documents.db,
-            ctx,
-            &source.document_id,
-            TEXT_KIND_CLEANED,
-            body,
-        )
-        .await?;
+        let saved = save_stage_text(ctx, &source.document_id, TEXT_KIND_CLEANED, body);
         Ok(json!({
             "cleaned_text_id": saved.id,
             "text_id": saved.id,

@@ -200,7 +200,7 @@ impl Stage for Correct {
             .await?;
         }
         let body = joined_text(&pages);
-        let saved = save_stage_text(db, ctx, &document_id, TEXT_KIND_OCR, body).await?;
+        let saved = save_stage_text(ctx, &document_id, TEXT_KIND_OCR, body);
         let rejected_pages: Vec<u32> = sorted_numbers(&verdicts, Verdict::Rejected);
         Ok(json!({
             "text_id": saved.id,

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use shelf_documents::pages::put_pages;
 use shelf_documents::{Document, DocumentStore, PageRecord, PageSource, TEXT_KIND_RAW, format_for};
+use shelf_engine::sql::SqlExt;
 use shelf_engine::{Stage, StageContext, StageError};
 pub use shelf_extractors::Limits;
 use shelf_extractors::{Control, ExtractError, Extraction, Input, Kind, extractor_version};
@@ -103,7 +104,14 @@ impl Extract {
             from_cache,
             extractor: version,
             media_type,
-        } = extract_document(&self.documents, &self.settings, &document, &ctx.cancel).await?;
+        } = extract_document_with(
+            &self.documents,
+            &self.settings,
+            &document,
+            &ctx.cancel,
+            CacheWrite::Hand(ctx),
+        )
+        .await?;
         let db = &self.documents.db;
         let ocr_pages: Vec<u32> = pages
             .iter()
@@ -119,8 +127,7 @@ impl Extract {
         }
         record_warnings(ctx, &extraction.warnings).await?;
 
-        let saved =
-            save_stage_text(db, ctx, &document.id, TEXT_KIND_RAW, extraction.markdown).await?;
+        let saved = save_stage_text(ctx, &document.id, TEXT_KIND_RAW, extraction.markdown);
         if !extraction.segments.is_empty() {
             shelf_documents::put_segments(db, &document.id, &extraction.segments)
                 .await
@@ -176,6 +183,24 @@ pub async fn extract_document(
     document: &Document,
     cancel: &CancellationToken,
 ) -> Result<DocumentExtraction, StageError> {
+    extract_document_with(documents, settings, document, cancel, CacheWrite::Now).await
+}
+
+/// When a fresh extraction enters the cache.
+enum CacheWrite<'a> {
+    /// At once (outside a run).
+    Now,
+    /// With the stage attempt's success.
+    Hand(&'a StageContext),
+}
+
+async fn extract_document_with(
+    documents: &DocumentStore,
+    settings: &ExtractionSettings,
+    document: &Document,
+    cancel: &CancellationToken,
+    cache_write: CacheWrite<'_>,
+) -> Result<DocumentExtraction, StageError> {
     let path = documents
         .open_source(document)
         .await
@@ -228,9 +253,20 @@ pub async fn extract_document(
             )
             .await?;
             if settings.cache {
-                shelf_documents::cache_extraction(db, &document.sha256, version, &extraction)
-                    .await
-                    .map_err(from_documents)?;
+                let statement = shelf_documents::cache_extraction_statement(
+                    &document.sha256,
+                    version,
+                    &extraction,
+                )
+                .map_err(from_documents)?;
+                match cache_write {
+                    CacheWrite::Now => {
+                        db.execute_sql(statement)
+                            .await
+                            .map_err(|e| from_documents(e.into()))?;
+                    }
+                    CacheWrite::Hand(ctx) => ctx.write_on_success(statement),
+                }
             }
             extraction
         }

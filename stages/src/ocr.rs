@@ -217,7 +217,7 @@ impl Stage for Ocr {
                 )
             });
         }
-        let saved = save_stage_text(db, ctx, &document.id, TEXT_KIND_OCR, body).await?;
+        let saved = save_stage_text(ctx, &document.id, TEXT_KIND_OCR, body);
         Ok(json!({
             "ran": summary.ocr > 0,
             "pages_run_id": ctx.run_id,

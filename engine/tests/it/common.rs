@@ -176,6 +176,9 @@ pub struct StepOptions {
     pub fatal: bool,
     /// Sleep without looking at the cancellation token.
     pub ignore_cancel: bool,
+    /// Hand the engine a write to commit with the attempt's success: a part keyed
+    /// `handed-<attempt>`, before any failure of this attempt.
+    pub hand_write: bool,
 }
 
 /// A configurable test stage.
@@ -232,6 +235,17 @@ impl Step {
                     _ = ctx.cancel.cancelled() => return Err(StageError::canceled()),
                 }
             }
+        }
+        if options.hand_write {
+            ctx.write_on_success(sea_orm::Statement::from_sql_and_values(
+                sea_orm::DbBackend::Sqlite,
+                "INSERT INTO run_stage_parts (run_id, stage, key, value) VALUES (?, ?, ?, '{}')",
+                [
+                    ctx.run_id.clone().into(),
+                    ctx.stage.clone().into(),
+                    format!("handed-{}", ctx.attempt).into(),
+                ],
+            ));
         }
         if options.fail_times > 0 {
             let key = format!("{}/{}", ctx.subject, ctx.stage);

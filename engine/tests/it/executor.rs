@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use shelf_engine::executor::ClaimOutcome;
+use shelf_engine::sql::SqlExt;
 use shelf_engine::store::CancelOutcome;
 use shelf_engine::{EngineError, RunStatus, StageStatus};
 use tokio_util::sync::CancellationToken;
@@ -194,6 +195,38 @@ async fn retries_exhausted_fail_the_run(backend: Backend) {
     assert_eq!(stages[0].status, StageStatus::Failed);
     assert_eq!(stages[1].status, StageStatus::Canceled);
     assert_eq!(probe.total_starts("b"), 0);
+}
+
+async fn writes_handed_over_commit_only_with_the_attempts_success(backend: Backend) {
+    let (_dir, db) = database(backend).await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step, retry: { attempts: 3, backoff: 10ms }, with: { hand_write: true, fail_times: 1 } }\n  b: { uses: step, needs: [a], with: { hand_write: true, fail_times: 1, fatal: true } }\n",
+    );
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    let done = run_to_end(&e, &run.id).await;
+    assert_eq!(done.status, RunStatus::Failed);
+    let rows = db
+        .query_all_sql(sea_orm::Statement::from_sql_and_values(
+            sea_orm::DbBackend::Sqlite,
+            "SELECT stage, key FROM run_stage_parts WHERE run_id = ? ORDER BY stage, key",
+            [run.id.clone().into()],
+        ))
+        .await
+        .unwrap();
+    let keys: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.try_get("", "stage").unwrap(),
+                r.try_get("", "key").unwrap(),
+            )
+        })
+        .collect();
+    // a's failed first attempt wrote nothing, its second wrote with its success; b failed.
+    assert_eq!(keys, vec![("a".to_string(), "handed-2".to_string())]);
 }
 
 async fn fatal_errors_are_not_retried(backend: Backend) {
@@ -551,6 +584,7 @@ on_both_backends!(
     when_false_skips_and_passes_inputs_through,
     retries_requeue_the_run_with_backoff_instead_of_sleeping,
     retries_exhausted_fail_the_run,
+    writes_handed_over_commit_only_with_the_attempts_success,
     fatal_errors_are_not_retried,
     per_stage_timeout_fails_the_attempt,
     canceling_a_queued_run_is_immediate_and_final,
