@@ -42,7 +42,9 @@ pub use formats::{
     is_archive_extension, sniff_archive,
 };
 pub use ids::{document_id, is_document_id, is_sha256_hex, sha256_file, sha256_hex};
-pub use index::{index_document, index_document_in, remove_from_index};
+pub use index::{
+    document_pk, index_document, index_document_in, index_statements, remove_from_index,
+};
 pub use model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
 pub use pages::{ListedPage, PageListing, PageRecord, PageSource, PageSummary};
 pub use search::{
@@ -53,7 +55,7 @@ pub use search::{
 pub use sql::{format_timestamp, now_timestamp};
 pub use store::{
     DocumentStore, check_upload_filename, delete_statements, find_document, set_results,
-    status_after_cancel_statement, status_statement,
+    set_results_statement, status_after_cancel_statement, status_statement,
 };
 pub use texts::{
     ContentPage, TEXT_KIND_CLEANED, TEXT_KIND_RAW, TextRecord, content_page, get_text, latest_text,

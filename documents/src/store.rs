@@ -513,6 +513,20 @@ pub async fn set_results(
     document_id: &str,
     results: &DocumentResults,
 ) -> Result<()> {
+    let updated = conn
+        .execute_sql(set_results_statement(document_id, results)?)
+        .await?;
+    if updated.rows_affected() == 0 {
+        return Err(DocumentsError::NotFound {
+            id: document_id.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The `UPDATE` of [`set_results`], for a caller that commits it elsewhere (and knows the
+/// document exists).
+pub fn set_results_statement(document_id: &str, results: &DocumentResults) -> Result<Statement> {
     let code = results
         .classification_code
         .as_deref()
@@ -525,30 +539,22 @@ pub async fn set_results(
     let tags = serde_json::to_string(&results.tags)
         .map_err(|err| DocumentsError::corrupt(format!("tags: {err}")))?;
     let confidence = results.classification_confidence.filter(|c| c.is_finite());
-    let updated = conn
-        .execute_sql(stmt(
-            "UPDATE documents SET classification = ?, classification_label = ?, \
-             classification_confidence = ?, title = ?, summary = ?, tags = ?, \
-             suggested_stem = ?, updated_at = ? WHERE id = ?",
-            [
-                code.map(str::to_string).into(),
-                label.into(),
-                confidence.into(),
-                results.title.clone().into(),
-                results.summary.clone().into(),
-                tags.into(),
-                results.suggested_stem.clone().into(),
-                now_timestamp().into(),
-                document_id.to_string().into(),
-            ],
-        ))
-        .await?;
-    if updated.rows_affected() == 0 {
-        return Err(DocumentsError::NotFound {
-            id: document_id.to_string(),
-        });
-    }
-    Ok(())
+    Ok(stmt(
+        "UPDATE documents SET classification = ?, classification_label = ?, \
+         classification_confidence = ?, title = ?, summary = ?, tags = ?, \
+         suggested_stem = ?, updated_at = ? WHERE id = ?",
+        [
+            code.map(str::to_string).into(),
+            label.into(),
+            confidence.into(),
+            results.title.clone().into(),
+            results.summary.clone().into(),
+            tags.into(),
+            results.suggested_stem.clone().into(),
+            now_timestamp().into(),
+            document_id.to_string().into(),
+        ],
+    ))
 }
 
 /// `UPDATE` setting a document's status (no-op for an unknown id).

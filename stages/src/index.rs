@@ -1,11 +1,12 @@
-//! `index`: publishes a run's results in one transaction: the classifier and summarizer
-//! outputs onto the document, and the cleaned and raw texts into the full-text indexes.
+//! `index`: publishes a run's results: the classifier and summarizer outputs onto the document,
+//! and the cleaned and raw texts into the full-text indexes, all in the engine's transaction
+//! that records the stage's success (with the run's end, when it is the last stage).
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use shelf_documents::{DocumentResults, DocumentStore};
-use shelf_engine::store::begin_write;
+use shelf_engine::sql::is_postgres;
 use shelf_engine::{Stage, StageContext, StageError};
 
 use crate::StageDeps;
@@ -79,18 +80,20 @@ impl Stage for Index {
             suggested_stem: field(synopsis, "suggested_stem"),
         };
         let db = &self.documents.db;
-        let txn = begin_write(db)
-            .await
-            .map_err(|e| StageError::retryable("storage_error", e.to_string()))?;
-        shelf_documents::set_results(&txn, &ctx.subject, &results)
-            .await
-            .map_err(from_documents)?;
-        shelf_documents::index_document_in(&txn, &ctx.subject, &ctx.run_id, &cleaned, &raw)
+        // The document's key, read now: were the document deleted before the stage's success
+        // commits, its runs would be gone too and the engine's fence would refuse the writes.
+        let pk = shelf_documents::document_pk(db, &ctx.subject)
             .await
             .map_err(from_documents)?;
-        txn.commit()
-            .await
-            .map_err(|e| StageError::retryable("storage_error", e.to_string()))?;
+        ctx.write_on_success(
+            shelf_documents::set_results_statement(&ctx.subject, &results)
+                .map_err(from_documents)?,
+        );
+        for statement in
+            shelf_documents::index_statements(is_postgres(db), pk, &ctx.run_id, &cleaned, &raw)
+        {
+            ctx.write_on_success(statement);
+        }
         Ok(
             json!({ "indexed": true, "cleaned_chars": cleaned.chars().count(), "raw_chars": raw.chars().count() }),
         )
