@@ -21,6 +21,19 @@ pub const TRASH_DIR: &str = ".trash";
 /// one is not a directory (`Io`: a broken data directory, not a refused request).
 /// Components that do not exist yet end the walk.
 pub(crate) async fn check_no_symlinks(base: &Path, components: &[&str]) -> Result<()> {
+    // One trip to the blocking pool for the whole walk, not one per component.
+    let base = base.to_path_buf();
+    let components: Vec<String> = components.iter().map(|c| c.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let components: Vec<&str> = components.iter().map(String::as_str).collect();
+        check_no_symlinks_now(&base, &components)
+    })
+    .await
+    .map_err(|e| DocumentsError::Io(std::io::Error::other(e.to_string())))?
+}
+
+/// [`check_no_symlinks`] on the calling thread (for code already on the blocking pool).
+pub(crate) fn check_no_symlinks_now(base: &Path, components: &[&str]) -> Result<()> {
     let mut path = base.to_path_buf();
     let mut shown = String::new();
     for (index, component) in components.iter().enumerate() {
@@ -29,7 +42,7 @@ pub(crate) async fn check_no_symlinks(base: &Path, components: &[&str]) -> Resul
             shown.push('/');
         }
         shown.push_str(component);
-        match tokio::fs::symlink_metadata(&path).await {
+        match std::fs::symlink_metadata(&path) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 return Err(DocumentsError::InvalidPath {
                     detail: format!("{shown} under the data directory is a symlink"),

@@ -16,8 +16,8 @@ use crate::ids::is_document_id;
 use crate::ids::{SNIFF_BYTES, document_id, is_sha256_hex, sha256_reader};
 use crate::model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
 use crate::paths::{
-    PAGE_IMAGES_DIR, STAGING_DIR, TRASH_DIR, UPLOADS_DIR, check_no_symlinks, join_all,
-    owned_upload_components,
+    PAGE_IMAGES_DIR, STAGING_DIR, TRASH_DIR, UPLOADS_DIR, check_no_symlinks, check_no_symlinks_now,
+    join_all, owned_upload_components,
 };
 use crate::sql::{begin_immediate, get_u64, lock_document, now_timestamp, stmt, to_i64};
 use crate::texts::TEXT_KIND_CLEANED;
@@ -158,9 +158,25 @@ impl DocumentStore {
         let doc_dir = join_all(&self.data_dir, &[UPLOADS_DIR, &id]);
         let target = doc_dir.join(&name);
         let stored = async {
-            tokio::fs::create_dir_all(&doc_dir).await?;
-            check_no_symlinks(&self.data_dir, &[UPLOADS_DIR, &id, &name]).await?;
-            move_file(staged, &target).await?;
+            // The file work under the write lock in one trip to the blocking pool.
+            let placed = {
+                let (data_dir, doc_dir, staged, target) = (
+                    self.data_dir.clone(),
+                    doc_dir.clone(),
+                    staged.to_path_buf(),
+                    target.clone(),
+                );
+                let (id, name) = (id.clone(), name.clone());
+                tokio::task::spawn_blocking(move || {
+                    std::fs::create_dir_all(&doc_dir)?;
+                    check_no_symlinks_now(&data_dir, &[UPLOADS_DIR, &id, &name])?;
+                    move_file_now(&staged, &target)?;
+                    Ok::<_, DocumentsError>(())
+                })
+                .await
+                .map_err(|e| DocumentsError::Io(std::io::Error::other(e.to_string())))?
+            };
+            placed?;
             let now = now_timestamp();
             let row = NewDocument {
                 id: &id,
@@ -172,10 +188,7 @@ impl DocumentStore {
                 source_kind: SourceKind::Upload,
                 created_at: &now,
             };
-            txn.execute_sql(row.insert_statement()).await?;
-            let document = find_document(&txn, &id)
-                .await?
-                .ok_or_else(|| DocumentsError::corrupt("inserted document vanished"))?;
+            let document = row.insert(&txn).await?;
             txn.commit().await?;
             Ok::<_, DocumentsError>(document)
         }
@@ -274,10 +287,7 @@ impl DocumentStore {
             source_kind: SourceKind::Import,
             created_at: &now,
         };
-        txn.execute_sql(row.insert_statement()).await?;
-        let document = find_document(&txn, &id)
-            .await?
-            .ok_or_else(|| DocumentsError::corrupt("inserted document vanished"))?;
+        let document = row.insert(&txn).await?;
         txn.commit().await?;
         Ok(Ingested {
             document,
@@ -597,6 +607,17 @@ struct NewDocument<'a> {
 }
 
 impl NewDocument<'_> {
+    /// Inserts the row and reads it back in one statement.
+    async fn insert(&self, conn: &impl ConnectionTrait) -> Result<Document> {
+        let mut insert = self.insert_statement();
+        insert.sql = format!("{} RETURNING {DOCUMENT_COLUMNS}", insert.sql);
+        let row = conn
+            .query_one_sql(insert)
+            .await?
+            .ok_or_else(|| DocumentsError::corrupt("inserted document vanished"))?;
+        document_from_row(&row)
+    }
+
     fn insert_statement(&self) -> Statement {
         let source_path: Option<String> = match self.source_kind {
             SourceKind::Import => Some(self.storage_path.to_string()),
@@ -682,12 +703,13 @@ async fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
 }
 
 /// Renames, falling back to copy-and-remove across file systems.
-async fn move_file(from: &Path, to: &Path) -> std::io::Result<()> {
-    match tokio::fs::rename(from, to).await {
+/// Moves a file on the calling thread (for code already on the blocking pool).
+fn move_file_now(from: &Path, to: &Path) -> std::io::Result<()> {
+    match std::fs::rename(from, to) {
         Ok(()) => Ok(()),
         Err(err) if err.kind() == std::io::ErrorKind::CrossesDevices => {
-            tokio::fs::copy(from, to).await?;
-            tokio::fs::remove_file(from).await
+            std::fs::copy(from, to)?;
+            std::fs::remove_file(from)
         }
         Err(err) => Err(err),
     }

@@ -308,9 +308,10 @@ impl RunStore {
                 });
             }
         }
-        txn.execute_sql(stmt(
-            "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, input, status, attempt, retry_of, due_at, enqueued_at, created_at, trace_parent) \
-             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+        // The new run, its stages and its first event (sequence 1) in one round trip.
+        let mut statements = vec![stmt(
+            "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, input, status, attempt, retry_of, due_at, enqueued_at, created_at, trace_parent, last_event_seq) \
+             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, 1)",
             vec![
                 id.clone().into(),
                 new.subject.into(),
@@ -325,32 +326,34 @@ impl RunStore {
                 created.clone().into(),
                 new.trace_parent.clone().into(),
             ],
-        ))
-        .await?;
-        for (position, stage) in new.pipeline.stages.iter().enumerate() {
-            txn.execute_sql(stmt(
-                "INSERT INTO run_stages (run_id, name, kind, position, status) VALUES (?, ?, ?, ?, 'pending')",
-                vec![
+        )];
+        if !new.pipeline.stages.is_empty() {
+            let rows = vec!["(?, ?, ?, ?, 'pending')"; new.pipeline.stages.len()].join(", ");
+            let mut values: Vec<SqlValue> = Vec::with_capacity(new.pipeline.stages.len() * 4);
+            for (position, stage) in new.pipeline.stages.iter().enumerate() {
+                values.extend([
                     id.clone().into(),
                     stage.name.clone().into(),
                     stage.kind.clone().into(),
                     (position as i64).into(),
-                ],
-            ))
-            .await?;
+                ]);
+            }
+            statements.push(stmt(
+                &format!(
+                    "INSERT INTO run_stages (run_id, name, kind, position, status) VALUES {rows}"
+                ),
+                values,
+            ));
         }
-        append_event(
-            &txn,
-            &id,
-            "run",
-            "run_queued",
-            &format!(
-                "run queued on pipeline {} (sha256 {})",
-                new.pipeline.name,
-                &new.pipeline.sha256[..12.min(new.pipeline.sha256.len())]
-            ),
-        )
-        .await?;
+        let queued = format!(
+            "run queued on pipeline {} (sha256 {})",
+            new.pipeline.name,
+            &new.pipeline.sha256[..12.min(new.pipeline.sha256.len())]
+        );
+        statements.extend(events_insert(&id, 1, &[("run", "run_queued", &queued)]));
+        if retry_of.is_some() {
+            txn.execute_all_sql(std::mem::take(&mut statements)).await?;
+        }
         if let Some(old) = retry_of {
             // Reuse the checkpoints of every stage that succeeded, and every partial
             // checkpoint, so the retry pays for no finished work twice.
@@ -398,12 +401,9 @@ impl RunStore {
             )
             .await?;
         }
-        for s in extra {
-            txn.execute_sql(s).await?;
-        }
-        for s in wake_statements(&txn) {
-            txn.execute_sql(s).await?;
-        }
+        statements.extend(extra);
+        statements.extend(wake_statements(&txn));
+        txn.execute_all_sql(statements).await?;
         txn.commit().await?;
         self.get_run(&id)
             .await?
