@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -117,28 +118,31 @@ pub struct Summary {
 impl Summary {
     /// The counts of `records` out of `files` planned.
     pub fn of(files: u64, records: &[FileRecord]) -> Summary {
-        let mut s = Summary {
-            files,
-            done: records.len() as u64,
-            ..Summary::default()
-        };
+        let mut s = Summary::default();
         for r in records {
-            match r.status {
-                FileStatus::Converted => s.converted += 1,
-                FileStatus::Skipped => s.skipped += 1,
-                FileStatus::Failed => s.failed += 1,
-            }
-            s.reused += u64::from(r.reused);
-            s.ingested += u64::from(r.document_id.is_some());
-            s.duplicates += u64::from(r.duplicate == Some(true));
-            match r.run_status.as_deref() {
-                Some("succeeded") => s.runs_succeeded += 1,
-                Some("queued") => s.runs_queued += 1,
-                Some(_) => s.runs_failed += 1,
-                None => {}
-            }
+            s.count(r);
         }
+        s.files = files.max(s.done);
         s
+    }
+
+    /// Adds one record to the counts (`files` is left to the caller).
+    pub fn count(&mut self, r: &FileRecord) {
+        self.done += 1;
+        match r.status {
+            FileStatus::Converted => self.converted += 1,
+            FileStatus::Skipped => self.skipped += 1,
+            FileStatus::Failed => self.failed += 1,
+        }
+        self.reused += u64::from(r.reused);
+        self.ingested += u64::from(r.document_id.is_some());
+        self.duplicates += u64::from(r.duplicate == Some(true));
+        match r.run_status.as_deref() {
+            Some("succeeded") => self.runs_succeeded += 1,
+            Some("queued") => self.runs_queued += 1,
+            Some(_) => self.runs_failed += 1,
+            None => {}
+        }
     }
 }
 
@@ -173,7 +177,15 @@ pub struct ImportReport {
 impl ImportReport {
     /// Recomputes the summary for `planned` files.
     pub fn tally(&mut self, planned: u64) {
-        self.summary = Summary::of(planned.max(self.files.len() as u64), &self.files);
+        self.summary = Summary::of(planned, &self.files);
+    }
+
+    /// Adds a record and counts it, without recounting the others: an import of n files
+    /// stays O(n).
+    pub fn add(&mut self, record: FileRecord, planned: u64) {
+        self.summary.count(&record);
+        self.summary.files = planned.max(self.summary.done);
+        self.files.push(record);
     }
 
     /// The converted records by source path: what `resume` takes over.
@@ -318,6 +330,10 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Removes the temporary files a writer of `path` killed before its rename left behind
 /// (`.NAME.<16 hex digits>.tmp` beside it), so an interrupted import leaves no litter once it
 /// is resumed. Only names of exactly that shape are touched.
+///
+/// A directory is listed once per process: the first write into it notes every stale
+/// temporary by the name it was for, and each later write removes only its own name's. Listing
+/// it for every file made a directory import O(n) per file (docs/PERFORMANCE.md).
 pub(crate) fn remove_stale_temps(path: &Path) {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return;
@@ -327,21 +343,49 @@ pub(crate) fn remove_stale_temps(path: &Path) {
     } else {
         dir
     };
-    let prefix = format!(".{}.", name.to_string_lossy());
+    static STALE: OnceLock<Mutex<HashMap<PathBuf, StaleTemps>>> = OnceLock::new();
+    let mut stale = STALE
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let found = stale
+        .entry(dir.to_path_buf())
+        .or_insert_with(|| stale_temps_in(dir));
+    for file in found.remove(&*name.to_string_lossy()).unwrap_or_default() {
+        let _ = std::fs::remove_file(file);
+    }
+}
+
+/// Stale temporaries of one directory, by the name they were written for.
+type StaleTemps = HashMap<String, Vec<PathBuf>>;
+
+/// The temporaries of `.NAME.<16 hex digits>.tmp` shape in `dir`, by NAME.
+fn stale_temps_in(dir: &Path) -> StaleTemps {
+    let mut found = StaleTemps::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+        return found;
     };
     for entry in entries.flatten() {
         let file_name = entry.file_name();
         let file_name = file_name.to_string_lossy();
-        let is_ours = file_name
-            .strip_prefix(&prefix)
+        let Some(rest) = file_name
+            .strip_prefix('.')
             .and_then(|rest| rest.strip_suffix(".tmp"))
-            .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
-        if is_ours && entry.file_type().is_ok_and(|t| t.is_file()) {
-            let _ = std::fs::remove_file(entry.path());
+        else {
+            continue;
+        };
+        let Some((name, hex)) = rest.rsplit_once('.') else {
+            continue;
+        };
+        let shaped = hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+        if shaped && !name.is_empty() && entry.file_type().is_ok_and(|t| t.is_file()) {
+            found
+                .entry(name.to_string())
+                .or_default()
+                .push(entry.path());
         }
     }
+    found
 }
 
 /// Writes the report to `path` atomically.
@@ -409,6 +453,24 @@ mod tests {
         };
         r.tally(5);
         r
+    }
+
+    #[test]
+    fn counting_records_as_they_come_gives_the_recount() {
+        let mut added = report(vec![]);
+        let mut records = vec![
+            record("a", FileStatus::Converted),
+            record("b", FileStatus::Failed),
+            record("c", FileStatus::Skipped),
+        ];
+        records[0].reused = true;
+        records[0].run_status = Some("succeeded".into());
+        records[1].duplicate = Some(true);
+        for r in records.clone() {
+            added.add(r, 5);
+        }
+        assert_eq!(added.summary, report(records).summary);
+        assert_eq!(added.summary.files, 5);
     }
 
     #[test]

@@ -244,7 +244,7 @@ impl Import {
         record: FileRecord,
         progress: &mut (dyn FnMut(Progress<'_>) + Send),
     ) -> Result<(), ImportError> {
-        self.report.files.push(record);
+        self.report.add(record, self.planned);
         self.save()?;
         if let Some(record) = self.report.files.last() {
             progress(Progress {
@@ -275,7 +275,7 @@ impl Import {
     /// Recomputes the summary and writes the manifest, when there is one.
     pub(crate) fn save(&mut self) -> Result<(), ImportError> {
         self.report.updated_at = now_timestamp();
-        self.report.tally(self.planned);
+        self.report.summary.files = self.planned.max(self.report.summary.done);
         if let Some(path) = &self.options.manifest {
             write_report(path, &self.report)?;
         }
