@@ -116,7 +116,11 @@ pub async fn connect(path: &Path, max_connections: u32) -> Result<DatabaseConnec
 mod busy {
     use std::os::raw::{c_int, c_void};
     use std::ptr::NonNull;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Duration;
+
+    /// Retries this process's connections made in [`wait_a_little`].
+    pub(super) static RETRIES: AtomicU64 = AtomicU64::new(0);
 
     use libsqlite3_sys::{sqlite3, sqlite3_busy_handler};
 
@@ -139,6 +143,7 @@ mod busy {
         if waited_us(count) >= super::BUSY_TIMEOUT.as_micros() as u64 {
             return 0;
         }
+        RETRIES.fetch_add(1, Ordering::Relaxed);
         std::thread::sleep(Duration::from_micros(pause_us(count)));
         1
     }
@@ -392,6 +397,8 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!writer.is_finished(), "the lock was held");
+        // The waiter waits in Shelf's handler, not in SQLite's `busy_timeout` one.
+        assert!(busy::RETRIES.load(std::sync::atomic::Ordering::Relaxed) > 0);
         held.execute_unprepared("INSERT INTO t (n) VALUES (1)")
             .await
             .expect("insert");
