@@ -6,6 +6,9 @@
 # docs/PERFORMANCE.md, Throughput (1,046 documents: every tenth file of the scaling set).
 #
 #   bash bench/drain.sh LABEL [BIN] [DOCS_DIR]     env: OUT (work dir, /tmp/drain)
+#
+# FROM=DIR starts from a copy of the data directory DIR (a queue imported earlier and not yet
+# drained) instead of importing DOCS_DIR, so that two binaries drain the very same queue.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 LABEL=$1
@@ -15,9 +18,13 @@ OUT=${OUT:-/tmp/drain}
 D=$OUT/$LABEL
 rm -rf "$D"; mkdir -p "$D"
 export SHELF_DATA_DIR=$D SHELF_LLM_PROVIDER=mock SHELF_LOG_LEVEL=warn
-"$BIN" migrate >/dev/null
-# Exit code 1: some files failed to convert; the rest are queued.
-"$BIN" import "$DOCS" --mode queue --json >"$D/import.json" 2>"$D/import.err" || [[ $? == 1 ]]
+if [[ -n ${FROM:-} ]]; then
+  cp -a "$FROM/." "$D/"
+else
+  "$BIN" migrate >/dev/null
+  # Exit code 1: some files failed to convert; the rest are queued.
+  "$BIN" import "$DOCS" --recursive --mode queue --json >"$D/import.json" 2>"$D/import.err" || [[ $? == 1 ]]
+fi
 count() { python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1], timeout=30).execute(\"SELECT count(*) FROM runs WHERE status IN $2\").fetchone()[0])" "$D/shelf.sqlite"; }
 total=$(count x "('queued','running')")
 start=$(date +%s.%N)

@@ -158,6 +158,13 @@ mod busy {
     }
 }
 
+/// Gives a raw connection (the engine's writer thread's) the same busy handler as the pool's.
+pub(crate) fn install_busy_handler(handle: *mut libsqlite3_sys::sqlite3) {
+    if let Some(handle) = std::ptr::NonNull::new(handle) {
+        busy::install(handle);
+    }
+}
+
 /// SQLite's `SQLITE_BUSY` / `SQLITE_LOCKED`, as sqlx reports them.
 pub fn is_busy(e: &DbErr) -> bool {
     let text = e.to_string();
@@ -178,8 +185,12 @@ const MIN_PAGE_CACHE_KIB: u32 = 512;
 /// `PRAGMA cache_size` for each of `max_connections` connections: the pool's budget split among
 /// them (a negative value is a size in KiB).
 fn cache_size_pragma(max_connections: u32) -> String {
-    let each = (PAGE_CACHE_BUDGET_KIB / max_connections.max(1)).max(MIN_PAGE_CACHE_KIB);
-    format!("-{each}")
+    format!("-{}", cache_size_kib(max_connections))
+}
+
+/// Each connection's share of the pool's page cache budget, in KiB.
+fn cache_size_kib(max_connections: u32) -> u32 {
+    (PAGE_CACHE_BUDGET_KIB / max_connections.max(1)).max(MIN_PAGE_CACHE_KIB)
 }
 
 /// A write transaction that holds, on SQLite, this process's turn at the database's one write
@@ -247,17 +258,7 @@ impl ConnectionTrait for WriteTxn {
 /// already holds a write transaction and asks for another waits no longer than before.
 /// PostgreSQL has no database write lock: no turn is taken there.
 pub async fn begin_write(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
-    let turn = match write_gate(db) {
-        Some(gate) => match tokio::time::timeout(BUSY_TIMEOUT, gate.lock_owned()).await {
-            Ok(turn) => Some(turn),
-            Err(_) => {
-                return Err(DbErr::Custom(
-                    "database is locked (no write turn within the busy timeout)".to_string(),
-                ));
-            }
-        },
-        None => None,
-    };
+    let turn = take_turn(db).await?;
     let txn = db
         .begin_with_options(TransactionOptions {
             sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
@@ -267,11 +268,32 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
     Ok(WriteTxn { txn, _turn: turn })
 }
 
-type Gates = Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>;
+/// This process's turn at `db`'s write lock (see [`begin_write`]); none on PostgreSQL.
+pub(crate) async fn take_turn(
+    db: &DatabaseConnection,
+) -> Result<Option<OwnedMutexGuard<()>>, DbErr> {
+    let Some(gate) = write_gate(db) else {
+        return Ok(None);
+    };
+    match tokio::time::timeout(BUSY_TIMEOUT, gate.lock_owned()).await {
+        Ok(turn) => Ok(Some(turn)),
+        Err(_) => Err(DbErr::Custom(
+            "database is locked (no write turn within the busy timeout)".to_string(),
+        )),
+    }
+}
 
-/// The write gate of `db`'s SQLite file, shared by every pool of this process on that file;
-/// none on PostgreSQL or for an in-memory database (each of those is its own database).
-fn write_gate(db: &DatabaseConnection) -> Option<Arc<tokio::sync::Mutex<()>>> {
+/// The engine's writer thread for `db`'s SQLite file ([`crate::writer`]), shared by every
+/// store of this process on it; none on PostgreSQL or for an in-memory database.
+pub(crate) fn writer_for(db: &DatabaseConnection) -> Option<Arc<crate::writer::Writer>> {
+    let file = sqlite_file(db)?;
+    let pool = db.get_sqlite_connection_pool();
+    let cache_kib = cache_size_kib(pool.options().get_max_connections());
+    Some(crate::writer::Writer::for_file(&file, cache_kib))
+}
+
+/// The file of a SQLite database, none on PostgreSQL or in memory.
+fn sqlite_file(db: &DatabaseConnection) -> Option<PathBuf> {
     if db.get_database_backend() != DbBackend::Sqlite {
         return None;
     }
@@ -280,12 +302,21 @@ fn write_gate(db: &DatabaseConnection) -> Option<Arc<tokio::sync::Mutex<()>>> {
     if file.as_os_str().is_empty() || file == Path::new(":memory:") {
         return None;
     }
+    Some(file.to_path_buf())
+}
+
+type Gates = Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>;
+
+/// The write gate of `db`'s SQLite file, shared by every pool of this process on that file;
+/// none on PostgreSQL or for an in-memory database (each of those is its own database).
+fn write_gate(db: &DatabaseConnection) -> Option<Arc<tokio::sync::Mutex<()>>> {
+    let file = sqlite_file(db)?;
     static GATES: OnceLock<Gates> = OnceLock::new();
     let mut gates = GATES
         .get_or_init(Gates::default)
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    Some(gates.entry(file.to_path_buf()).or_default().clone())
+    Some(gates.entry(file).or_default().clone())
 }
 
 #[cfg(test)]

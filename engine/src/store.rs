@@ -3,6 +3,7 @@
 //! handful of statements; every worker write is fenced by the run's lease token.
 
 use crate::sql::SqlExt;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sea_orm::{
@@ -16,6 +17,7 @@ use crate::error::EngineError;
 use crate::pipeline::CompiledPipeline;
 use crate::state::{RunStatus, StageStatus};
 use crate::time::{now_ms, now_rfc3339};
+use crate::writer::Writer;
 
 pub(crate) fn stmt(sql: &str, values: Vec<SqlValue>) -> Statement {
     Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)
@@ -260,11 +262,24 @@ pub fn new_run_id() -> String {
 pub struct RunStore {
     db: DatabaseConnection,
     lease: Duration,
+    /// On a SQLite file, the thread that runs the fenced writes of claimed runs: started by
+    /// the first such write, so a process that never claims a run (the API) has none.
+    writer: Arc<OnceLock<Option<Arc<Writer>>>>,
 }
 
 impl RunStore {
     pub fn new(db: DatabaseConnection, lease: Duration) -> Self {
-        RunStore { db, lease }
+        RunStore {
+            db,
+            lease,
+            writer: Arc::default(),
+        }
+    }
+
+    fn writer(&self) -> Option<&Arc<Writer>> {
+        self.writer
+            .get_or_init(|| crate::db::writer_for(&self.db))
+            .as_ref()
     }
 
     pub fn db(&self) -> &DatabaseConnection {
@@ -290,24 +305,6 @@ impl RunStore {
         let id = new_run_id();
         let now = now_ms();
         let created = now_rfc3339();
-        let txn = begin_write(&self.db).await?;
-        if let Some(old) = retry_of {
-            // Re-check inside the write lock: two concurrent retries must not both succeed.
-            let row = txn
-                .query_one_sql(stmt(
-                    &format!("SELECT status FROM runs WHERE id = ?{}", row_lock(&txn)),
-                    vec![old.id.clone().into()],
-                ))
-                .await?
-                .ok_or_else(|| EngineError::RunNotFound(old.id.clone()))?;
-            let status: String = get(&row, "status")?;
-            if status != RunStatus::Failed.as_str() {
-                return Err(EngineError::RunNotFailed {
-                    id: old.id.clone(),
-                    status,
-                });
-            }
-        }
         // The new run, its stages and its first event (sequence 1) in one round trip.
         let mut statements = vec![stmt(
             "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, input, status, attempt, retry_of, due_at, enqueued_at, created_at, trace_parent, last_event_seq) \
@@ -351,6 +348,44 @@ impl RunStore {
             &new.pipeline.sha256[..12.min(new.pipeline.sha256.len())]
         );
         statements.extend(events_insert(&id, 1, &[("run", "run_queued", &queued)]));
+        if retry_of.is_none()
+            && let Some(writer) = self.writer()
+        {
+            // A new run is only inserts: on SQLite they run whole on the writer thread.
+            statements.extend(extra);
+            let turn = crate::db::take_turn(&self.db).await?;
+            writer
+                .transaction(move |txn| {
+                    for statement in &statements {
+                        txn.execute(statement)?;
+                    }
+                    Ok::<_, EngineError>(())
+                })
+                .await?;
+            drop(turn);
+            return self
+                .get_run(&id)
+                .await?
+                .ok_or_else(|| EngineError::RunNotFound(id));
+        }
+        let txn = begin_write(&self.db).await?;
+        if let Some(old) = retry_of {
+            // Re-check inside the write lock: two concurrent retries must not both succeed.
+            let row = txn
+                .query_one_sql(stmt(
+                    &format!("SELECT status FROM runs WHERE id = ?{}", row_lock(&txn)),
+                    vec![old.id.clone().into()],
+                ))
+                .await?
+                .ok_or_else(|| EngineError::RunNotFound(old.id.clone()))?;
+            let status: String = get(&row, "status")?;
+            if status != RunStatus::Failed.as_str() {
+                return Err(EngineError::RunNotFailed {
+                    id: old.id.clone(),
+                    status,
+                });
+            }
+        }
         if retry_of.is_some() {
             txn.execute_all_sql(std::mem::take(&mut statements)).await?;
         }
@@ -417,10 +452,70 @@ impl RunStore {
         &self,
         worker: &str,
         only: Option<&str>,
-        on_claim: impl Fn(&str) -> Vec<Statement>,
+        on_claim: impl Fn(&str) -> Vec<Statement> + Send + 'static,
     ) -> Result<Option<Claim>, EngineError> {
         let now = now_ms();
-        let txn = begin_write(&self.db).await?;
+        let Some(writer) = self.writer() else {
+            return self.claim_pooled(worker, only, now, on_claim).await;
+        };
+        // On SQLite the whole claim runs on the writer thread (one hand-off instead of one per
+        // statement); the claimed run is read back once it has committed.
+        let turn = crate::db::take_turn(&self.db).await?;
+        let pick = self.pick_statement(only, now, false);
+        let worker = worker.to_string();
+        let lease_end = now + self.lease_ms();
+        let claimed = writer
+            .transaction(move |txn| -> Result<_, EngineError> {
+                let Some((id, due_at)) = txn.query_row(&pick, |row| (row.text(0), row.int(1)))?
+                else {
+                    return Ok(None);
+                };
+                let id = id.unwrap_or_default();
+                let update = claim_update(
+                    &worker,
+                    lease_end,
+                    &id,
+                    "subject, claims, reclaims, last_claim_reclaimed, last_event_seq",
+                );
+                let Some(c) = txn.query_row(&update, |row| ClaimedRow {
+                    subject: row.text(0).unwrap_or_default(),
+                    claims: row.int(1),
+                    reclaims: row.int(2),
+                    reclaimed: row.int(3) != 0,
+                    sequence: row.int(4),
+                })?
+                else {
+                    return Ok(None);
+                };
+                let (kind, message) = claim_event(&worker, c.reclaimed, c.claims, c.reclaims);
+                let event = [("run", kind, message.as_str())];
+                if let Some(insert) = events_insert(&id, c.sequence, &event) {
+                    txn.execute(&insert)?;
+                }
+                for statement in on_claim(&c.subject) {
+                    txn.execute(&statement)?;
+                }
+                Ok(Some((id, due_at, c.reclaimed)))
+            })
+            .await?;
+        drop(turn);
+        let Some((id, due_at, reclaimed)) = claimed else {
+            return Ok(None);
+        };
+        let run = self
+            .get_run(&id)
+            .await?
+            .ok_or_else(|| EngineError::RunNotFound(id))?;
+        Ok(Some(Claim {
+            token: run.lease_token,
+            reclaimed,
+            queue_wait: Duration::from_millis(u64::try_from(now - due_at).unwrap_or(0)),
+            run,
+        }))
+    }
+
+    /// The next due run's id and due time (or `only`'s, if due).
+    fn pick_statement(&self, only: Option<&str>, now: i64, postgres: bool) -> Statement {
         let (filter, mut values): (&str, Vec<SqlValue>) = match only {
             Some(id) => ("AND id = ?", vec![id.into()]),
             None => ("", vec![]),
@@ -436,7 +531,7 @@ impl RunStore {
             // that commits a change while it is being locked is re-checked against the WHERE
             // clause (READ COMMITTED), so a run just claimed elsewhere (its due time moved to
             // the lease's end) is not picked again.
-            if crate::sql::is_postgres(&txn) {
+            if postgres {
                 " FOR UPDATE SKIP LOCKED"
             } else {
                 ""
@@ -444,49 +539,41 @@ impl RunStore {
         );
         let mut pick_values: Vec<SqlValue> = vec![now.into()];
         pick_values.append(&mut values);
-        let Some(picked) = txn.query_one_sql(stmt(&pick, pick_values)).await? else {
+        stmt(&pick, pick_values)
+    }
+
+    /// The claim through sea-orm's pool (PostgreSQL, or SQLite in memory).
+    async fn claim_pooled(
+        &self,
+        worker: &str,
+        only: Option<&str>,
+        now: i64,
+        on_claim: impl Fn(&str) -> Vec<Statement>,
+    ) -> Result<Option<Claim>, EngineError> {
+        let txn = begin_write(&self.db).await?;
+        let pick = self.pick_statement(only, now, crate::sql::is_postgres(&txn));
+        let Some(picked) = txn.query_one_sql(pick).await? else {
             txn.rollback().await?;
             return Ok(None);
         };
         let id: String = get(&picked, "id")?;
         let due_at: i64 = get(&picked, "due_at")?;
-        let sql = format!(
-            "UPDATE runs SET \
-               last_claim_reclaimed = (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
-               reclaims = reclaims + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
-               status = 'running', lease_owner = ?, lease_token = lease_token + 1, due_at = ?, \
-               claims = claims + 1, started_at = COALESCE(started_at, ?) \
-             WHERE id = ? RETURNING {RUN_COLUMNS}, last_claim_reclaimed"
-        );
-        let all: Vec<SqlValue> = vec![
-            worker.into(),
-            (now + self.lease_ms()).into(),
-            now_rfc3339().into(),
-            id.into(),
-        ];
-        let Some(row) = txn.query_one_sql(stmt(&sql, all)).await? else {
+        let returning = format!("{RUN_COLUMNS}, last_claim_reclaimed, last_event_seq");
+        let update = claim_update(worker, now + self.lease_ms(), &id, &returning);
+        let Some(row) = txn.query_one_sql(update).await? else {
             txn.rollback().await?;
             return Ok(None);
         };
-        let run = run_from_row(&row)?;
+        let sequence: i64 = get(&row, "last_event_seq")?;
         let reclaimed = get::<i64>(&row, "last_claim_reclaimed")? != 0;
-        let (kind, message) = if reclaimed {
-            (
-                "run_reclaimed",
-                format!(
-                    "lease of the previous worker expired; reclaimed by worker {worker} (reclaim {})",
-                    run.reclaims
-                ),
-            )
-        } else if run.claims == 1 {
-            ("run_started", format!("run started by worker {worker}"))
-        } else {
-            ("run_resumed", format!("run resumed by worker {worker}"))
-        };
-        append_event(&txn, &run.id, "run", kind, &message).await?;
-        for s in on_claim(&run.subject) {
-            txn.execute_sql(s).await?;
-        }
+        let run = run_from_row(&row)?;
+        let (kind, message) = claim_event(worker, reclaimed, run.claims, run.reclaims);
+        let mut statements: Vec<Statement> =
+            events_insert(&id, sequence, &[("run", kind, message.as_str())])
+                .into_iter()
+                .collect();
+        statements.extend(on_claim(&run.subject));
+        txn.execute_all_sql(statements).await?;
         txn.commit().await?;
         Ok(Some(Claim {
             token: run.lease_token,
@@ -796,16 +883,7 @@ impl RunStore {
         let txn = begin_write(&self.db).await?;
         let reserved = events as i64;
         let row = txn
-            .query_one_sql(stmt(
-                "UPDATE runs SET due_at = ?, last_event_seq = last_event_seq + ? \
-                 WHERE id = ? AND lease_token = ? AND status = 'running' RETURNING last_event_seq",
-                vec![
-                    (now_ms() + self.lease_ms()).into(),
-                    reserved.into(),
-                    run_id.into(),
-                    token.into(),
-                ],
-            ))
+            .query_one_sql(self.fence(run_id, token, reserved))
             .await?;
         match row {
             Some(row) => {
@@ -818,20 +896,74 @@ impl RunStore {
             }
         }
     }
+
+    /// The fence of a claimed run's write: extends the lease and reserves `reserved` event
+    /// sequence numbers, returning the last one, only while `token` still holds the lease.
+    fn fence(&self, run_id: &str, token: i64, reserved: i64) -> Statement {
+        stmt(
+            "UPDATE runs SET due_at = ?, last_event_seq = last_event_seq + ? \
+             WHERE id = ? AND lease_token = ? AND status = 'running' RETURNING last_event_seq",
+            vec![
+                (now_ms() + self.lease_ms()).into(),
+                reserved.into(),
+                run_id.into(),
+                token.into(),
+            ],
+        )
+    }
 }
 
-/// Inserts events with the sequence numbers `first..` (already reserved on the run row) in one
-/// statement.
-async fn insert_events(
-    txn: &impl ConnectionTrait,
-    run_id: &str,
-    first: i64,
-    events: &[(&str, &str, &str)],
-) -> Result<(), EngineError> {
-    if let Some(insert) = events_insert(run_id, first, events) {
-        txn.execute_sql(insert).await?;
+/// Claims run `id` for `worker` until `lease_end` and reserves the sequence number of its
+/// claim event, returning the columns `returning`.
+fn claim_update(worker: &str, lease_end: i64, id: &str, returning: &str) -> Statement {
+    let sql = format!(
+        "UPDATE runs SET \
+           last_claim_reclaimed = (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
+           reclaims = reclaims + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
+           status = 'running', lease_owner = ?, lease_token = lease_token + 1, due_at = ?, \
+           claims = claims + 1, started_at = COALESCE(started_at, ?), \
+           last_event_seq = last_event_seq + 1 \
+         WHERE id = ? RETURNING {returning}"
+    );
+    stmt(
+        &sql,
+        vec![
+            worker.into(),
+            lease_end.into(),
+            now_rfc3339().into(),
+            id.into(),
+        ],
+    )
+}
+
+/// The claimed run's columns the writer reads back.
+struct ClaimedRow {
+    subject: String,
+    claims: i64,
+    reclaims: i64,
+    reclaimed: bool,
+    sequence: i64,
+}
+
+/// The event that opens a claim: a first start, a resume, or a reclaim after a lost lease.
+fn claim_event(
+    worker: &str,
+    reclaimed: bool,
+    claims: i64,
+    reclaims: i64,
+) -> (&'static str, String) {
+    if reclaimed {
+        (
+            "run_reclaimed",
+            format!(
+                "lease of the previous worker expired; reclaimed by worker {worker} (reclaim {reclaims})"
+            ),
+        )
+    } else if claims == 1 {
+        ("run_started", format!("run started by worker {worker}"))
+    } else {
+        ("run_resumed", format!("run resumed by worker {worker}"))
     }
-    Ok(())
 }
 
 /// The one statement that inserts `events` with the sequence numbers `first..`; none for no
@@ -862,6 +994,13 @@ fn events_insert(run_id: &str, first: i64, events: &[(&str, &str, &str)]) -> Opt
     Some(stmt(&sql, values))
 }
 
+fn borrowed(events: &[(String, String, String)]) -> Vec<(&str, &str, &str)> {
+    events
+        .iter()
+        .map(|(stage, kind, message)| (stage.as_str(), kind.as_str(), message.as_str()))
+        .collect()
+}
+
 /// A worker's handle on a claimed run: every write goes through it and is refused once the
 /// lease token no longer matches.
 #[derive(Clone)]
@@ -879,21 +1018,15 @@ pub(crate) struct Write {
 }
 
 impl LeaseGuard {
+    /// Commits `write` and its events in one fenced transaction: all of it, or nothing and
+    /// [`EngineError::LeaseLost`] once another worker holds the run.
     pub(crate) async fn apply(&self, write: Write) -> Result<(), EngineError> {
-        let (txn, first) = self
-            .store
-            .fenced(&self.run_id, self.token, write.events.len())
-            .await?;
-        let events: Vec<(&str, &str, &str)> = write
+        let events = write
             .events
-            .iter()
-            .map(|(stage, kind, message)| (stage.as_str(), *kind, message.as_str()))
+            .into_iter()
+            .map(|(stage, kind, message)| (stage, kind.to_string(), message))
             .collect();
-        let mut statements = write.statements;
-        statements.extend(events_insert(&self.run_id, first, &events));
-        txn.execute_all_sql(statements).await?;
-        txn.commit().await?;
-        Ok(())
+        self.write(write.statements, events).await
     }
 
     pub(crate) async fn event(
@@ -902,10 +1035,47 @@ impl LeaseGuard {
         kind: &str,
         message: &str,
     ) -> Result<(), EngineError> {
-        let (txn, first) = self.store.fenced(&self.run_id, self.token, 1).await?;
-        insert_events(&txn, &self.run_id, first, &[(stage, kind, message)]).await?;
-        txn.commit().await?;
-        Ok(())
+        let event = (stage.to_string(), kind.to_string(), message.to_string());
+        self.write(Vec::new(), vec![event]).await
+    }
+
+    async fn write(
+        &self,
+        statements: Vec<Statement>,
+        events: Vec<(String, String, String)>,
+    ) -> Result<(), EngineError> {
+        let reserved = events.len() as i64;
+        let Some(writer) = self.store.writer() else {
+            let (txn, first) = self
+                .store
+                .fenced(&self.run_id, self.token, events.len())
+                .await?;
+            let mut statements = statements;
+            statements.extend(events_insert(&self.run_id, first, &borrowed(&events)));
+            txn.execute_all_sql(statements).await?;
+            txn.commit().await?;
+            return Ok(());
+        };
+        // The same transaction, run whole on the writer thread once this process's turn at
+        // the write lock has come (held until the writer answers).
+        let _turn = crate::db::take_turn(&self.store.db).await?;
+        let fence = self.store.fence(&self.run_id, self.token, reserved);
+        let run_id = self.run_id.clone();
+        writer
+            .transaction(move |txn| {
+                let Some(last) = txn.query_i64(&fence)? else {
+                    return Err(EngineError::LeaseLost(run_id));
+                };
+                for statement in &statements {
+                    txn.execute(statement)?;
+                }
+                let first = last - reserved + 1;
+                if let Some(insert) = events_insert(&run_id, first, &borrowed(&events)) {
+                    txn.execute(&insert)?;
+                }
+                Ok(())
+            })
+            .await
     }
 
     pub(crate) async fn get_part(
