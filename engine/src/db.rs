@@ -258,7 +258,13 @@ impl ConnectionTrait for WriteTxn {
 /// already holds a write transaction and asks for another waits no longer than before.
 /// PostgreSQL has no database write lock: no turn is taken there.
 pub async fn begin_write(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
-    let turn = take_turn(db).await?;
+    let turn = match write_gate(db) {
+        Some(gate) => match tokio::time::timeout(BUSY_TIMEOUT, gate.lock_owned()).await {
+            Ok(turn) => Some(turn),
+            Err(_) => return Err(no_turn()),
+        },
+        None => None,
+    };
     let txn = db
         .begin_with_options(TransactionOptions {
             sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
@@ -268,28 +274,20 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
     Ok(WriteTxn { txn, _turn: turn })
 }
 
-/// This process's turn at `db`'s write lock (see [`begin_write`]); none on PostgreSQL.
-pub(crate) async fn take_turn(
-    db: &DatabaseConnection,
-) -> Result<Option<OwnedMutexGuard<()>>, DbErr> {
-    let Some(gate) = write_gate(db) else {
-        return Ok(None);
-    };
-    match tokio::time::timeout(BUSY_TIMEOUT, gate.lock_owned()).await {
-        Ok(turn) => Ok(Some(turn)),
-        Err(_) => Err(DbErr::Custom(
-            "database is locked (no write turn within the busy timeout)".to_string(),
-        )),
-    }
+/// A writer that waited the busy timeout for its turn, worded like SQLite's own busy error.
+pub(crate) fn no_turn() -> DbErr {
+    DbErr::Custom("database is locked (no write turn within the busy timeout)".to_string())
 }
 
-/// The engine's writer thread for `db`'s SQLite file ([`crate::writer`]), shared by every
-/// store of this process on it; none on PostgreSQL or for an in-memory database.
-pub(crate) fn writer_for(db: &DatabaseConnection) -> Option<Arc<crate::writer::Writer>> {
+/// The writer thread for `db`'s SQLite file ([`crate::writer`]), shared by every store of
+/// this process on it; none on PostgreSQL or for an in-memory database. The thread ends with
+/// the last handle: a store keeps its handle rather than asking for each write.
+pub fn writer_for(db: &DatabaseConnection) -> Option<Arc<crate::writer::Writer>> {
     let file = sqlite_file(db)?;
+    let gate = write_gate(db)?;
     let pool = db.get_sqlite_connection_pool();
     let cache_kib = cache_size_kib(pool.options().get_max_connections());
-    Some(crate::writer::Writer::for_file(&file, cache_kib))
+    Some(crate::writer::Writer::for_file(&file, cache_kib, gate))
 }
 
 /// The file of a SQLite database, none on PostgreSQL or in memory.

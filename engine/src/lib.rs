@@ -14,7 +14,7 @@ pub mod store;
 pub mod time;
 pub mod wake;
 pub mod worker;
-mod writer;
+pub mod writer;
 
 pub use error::EngineError;
 pub use executor::{Engine, EngineConfig, RunHooks};

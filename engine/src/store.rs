@@ -353,7 +353,6 @@ impl RunStore {
         {
             // A new run is only inserts: on SQLite they run whole on the writer thread.
             statements.extend(extra);
-            let turn = crate::db::take_turn(&self.db).await?;
             writer
                 .transaction(move |txn| {
                     for statement in &statements {
@@ -362,7 +361,6 @@ impl RunStore {
                     Ok::<_, EngineError>(())
                 })
                 .await?;
-            drop(turn);
             return self
                 .get_run(&id)
                 .await?
@@ -460,7 +458,6 @@ impl RunStore {
         };
         // On SQLite the whole claim runs on the writer thread (one hand-off instead of one per
         // statement); the claimed run is read back once it has committed.
-        let turn = crate::db::take_turn(&self.db).await?;
         let pick = self.pick_statement(only, now, false);
         let worker = worker.to_string();
         let lease_end = now + self.lease_ms();
@@ -498,7 +495,6 @@ impl RunStore {
                 Ok(Some((id, due_at, c.reclaimed)))
             })
             .await?;
-        drop(turn);
         let Some((id, due_at, reclaimed)) = claimed else {
             return Ok(None);
         };
@@ -1056,9 +1052,7 @@ impl LeaseGuard {
             txn.commit().await?;
             return Ok(());
         };
-        // The same transaction, run whole on the writer thread once this process's turn at
-        // the write lock has come (held until the writer answers).
-        let _turn = crate::db::take_turn(&self.store.db).await?;
+        // The same transaction, run whole on the writer thread.
         let fence = self.store.fence(&self.run_id, self.token, reserved);
         let run_id = self.run_id.clone();
         writer

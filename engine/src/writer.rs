@@ -6,9 +6,10 @@
 //! cost four hand-offs between threads, and in this VM a hand-off costs more than the
 //! statements it carries. Here the transaction is one closure sent to the writer thread, which
 //! runs it synchronously on its connection: one hand-off there and one back
-//! (docs/PERFORMANCE.md, Throughput, fourth pass). The writer serves the engine's fenced writes
-//! only; everything else keeps going through sea-orm's pool, and the process's write gate
-//! orders the two (the caller takes its turn before sending the transaction).
+//! (docs/PERFORMANCE.md, Throughput, fourth pass). It serves the hot writes (a claimed run's
+//! fenced writes and its claim, a new run, an upload's row); everything else keeps going
+//! through sea-orm's pool, and the process's write gate orders the two: a transaction sent
+//! here first takes its turn at the gate like every other writer of the process.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
@@ -27,12 +28,24 @@ type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 /// A handle on the writer thread of one database file; the thread ends with the last handle.
 pub struct Writer {
     jobs: mpsc::Sender<Job>,
+    /// The process's write gate of the same file (`db::begin_write`).
+    gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").finish_non_exhaustive()
+    }
 }
 
 impl Writer {
     /// This process's writer for the SQLite file `file`, shared by every store on it; its
-    /// connection keeps a page cache of `cache_kib` KiB.
-    pub fn for_file(file: &Path, cache_kib: u32) -> Arc<Writer> {
+    /// connection keeps a page cache of `cache_kib` KiB, and its transactions queue at `gate`.
+    pub(crate) fn for_file(
+        file: &Path,
+        cache_kib: u32,
+        gate: Arc<tokio::sync::Mutex<()>>,
+    ) -> Arc<Writer> {
         static WRITERS: OnceLock<Mutex<HashMap<PathBuf, Weak<Writer>>>> = OnceLock::new();
         let mut writers = WRITERS
             .get_or_init(Default::default)
@@ -56,13 +69,15 @@ impl Writer {
             // Every transaction sent to a writer without a thread fails with this error.
             tracing::error!(error = %e, "cannot start the SQLite writer thread");
         }
-        let writer = Arc::new(Writer { jobs });
+        let writer = Arc::new(Writer { jobs, gate });
         writers.insert(file.to_path_buf(), Arc::downgrade(&writer));
         writer
     }
 
-    /// Runs `work` in one `BEGIN IMMEDIATE` transaction on the writer's connection: committed
-    /// if it returns `Ok`, rolled back if it returns an error or panics.
+    /// Runs `work` in one `BEGIN IMMEDIATE` transaction on the writer's connection, once this
+    /// process's turn at the write lock has come: committed if it returns `Ok`, rolled back if
+    /// it returns an error or panics. `work` runs on the writer thread: it may block briefly
+    /// (a rename, a directory), never for long.
     pub async fn transaction<T, E>(
         &self,
         work: impl FnOnce(&mut Txn<'_>) -> Result<T, E> + Send + 'static,
@@ -71,6 +86,9 @@ impl Writer {
         T: Send + 'static,
         E: From<DbErr> + Send + 'static,
     {
+        let _turn = tokio::time::timeout(crate::db::BUSY_TIMEOUT, self.gate.lock())
+            .await
+            .map_err(|_| E::from(crate::db::no_turn()))?;
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |conn: &mut Connection| {
             let _ = reply.send(conn.transaction(work));
@@ -495,7 +513,7 @@ mod tests {
         )
         .await
         .expect("create");
-        let writer = Writer::for_file(&file, 512);
+        let writer = crate::db::writer_for(&db).expect("a SQLite file has a writer");
         (dir, db, writer)
     }
 
@@ -582,8 +600,8 @@ mod tests {
 
     #[tokio::test]
     async fn stores_on_one_file_share_one_writer() {
-        let (dir, _db, writer) = database().await;
-        let again = Writer::for_file(&dir.path().join("writer.sqlite"), 512);
+        let (_dir, db, writer) = database().await;
+        let again = crate::db::writer_for(&db).expect("writer");
         assert!(Arc::ptr_eq(&writer, &again));
     }
 }
