@@ -195,22 +195,13 @@ impl DocumentStore {
         }
 
         let doc_dir = join_all(&self.data_dir, &[UPLOADS_DIR, &id]);
-        let target = doc_dir.join(&name);
         let stored = async {
             // The file work under the write lock in one trip to the blocking pool.
             let placed = {
-                let (data_dir, doc_dir, staged, target) = (
-                    self.data_dir.clone(),
-                    doc_dir.clone(),
-                    staged.to_path_buf(),
-                    target.clone(),
-                );
+                let (data_dir, staged) = (self.data_dir.clone(), staged.to_path_buf());
                 let (id, name) = (id.clone(), name.clone());
                 tokio::task::spawn_blocking(move || {
-                    std::fs::create_dir_all(&doc_dir)?;
-                    check_no_symlinks_now(&data_dir, &[UPLOADS_DIR, &id, &name])?;
-                    move_file_now(&staged, &target)?;
-                    Ok::<_, DocumentsError>(())
+                    place_upload_now(&data_dir, &id, &name, &staged)
                 })
                 .await
                 .map_err(|e| DocumentsError::Io(std::io::Error::other(e.to_string())))?
@@ -239,11 +230,7 @@ impl DocumentStore {
                 duplicate: false,
             }),
             Err(err) => {
-                // The transaction rolled back (or never committed): the row does not exist, so
-                // whatever sits in this content-addressed directory is ours to remove.
-                if let Err(cleanup) = remove_dir_all_if_exists(&doc_dir).await {
-                    tracing::warn!(document_id = %id, error = %cleanup, "upload cleanup failed");
-                }
+                discard_upload_dir(&doc_dir, &id).await;
                 Err(err)
             }
         }
@@ -284,12 +271,8 @@ impl DocumentStore {
         // Set once the row is known not to exist: from then on the directory is this upload's.
         let ours = Arc::new(AtomicBool::new(false));
         let inserted = {
-            let (data_dir, staged, doc_dir, ours) = (
-                self.data_dir.clone(),
-                staged.to_path_buf(),
-                doc_dir.clone(),
-                ours.clone(),
-            );
+            let (data_dir, staged, ours) =
+                (self.data_dir.clone(), staged.to_path_buf(), ours.clone());
             let (id, name) = (id.to_string(), name.to_string());
             writer
                 .transaction(move |txn| -> Result<bool> {
@@ -297,9 +280,7 @@ impl DocumentStore {
                         return Ok(false);
                     }
                     ours.store(true, Ordering::SeqCst);
-                    std::fs::create_dir_all(&doc_dir)?;
-                    check_no_symlinks_now(&data_dir, &[UPLOADS_DIR, &id, &name])?;
-                    move_file_now(&staged, &doc_dir.join(&name))?;
+                    place_upload_now(&data_dir, &id, &name, &staged)?;
                     txn.execute(&insert)?;
                     Ok(true)
                 })
@@ -318,11 +299,7 @@ impl DocumentStore {
             Err(err) => Err(err),
         };
         if outcome.is_err() && ours.load(Ordering::SeqCst) {
-            // The transaction rolled back (or never committed): the row does not exist, so
-            // whatever sits in this content-addressed directory is ours to remove.
-            if let Err(cleanup) = remove_dir_all_if_exists(&doc_dir).await {
-                tracing::warn!(document_id = %id, error = %cleanup, "upload cleanup failed");
-            }
+            discard_upload_dir(&doc_dir, id).await;
         }
         outcome
     }
@@ -812,6 +789,25 @@ fn read_head_now(path: &Path) -> std::io::Result<Vec<u8>> {
 
 /// Renames, falling back to copy-and-remove across file systems.
 /// Moves a file on the calling thread (for code already on the blocking pool).
+/// Moves a staged upload into its content-addressed directory `uploads/<id>/<name>`, refusing
+/// symlinks on the way. Blocking: run under the write lock, on the blocking pool or on the
+/// writer thread.
+fn place_upload_now(data_dir: &Path, id: &str, name: &str, staged: &Path) -> Result<()> {
+    let doc_dir = join_all(data_dir, &[UPLOADS_DIR, id]);
+    std::fs::create_dir_all(&doc_dir)?;
+    check_no_symlinks_now(data_dir, &[UPLOADS_DIR, id, name])?;
+    move_file_now(staged, &doc_dir.join(name))?;
+    Ok(())
+}
+
+/// Removes the directory of an upload whose transaction rolled back (or never committed): its
+/// row does not exist, so whatever sits in this content-addressed directory is ours.
+async fn discard_upload_dir(doc_dir: &Path, id: &str) {
+    if let Err(cleanup) = remove_dir_all_if_exists(doc_dir).await {
+        tracing::warn!(document_id = %id, error = %cleanup, "upload cleanup failed");
+    }
+}
+
 fn move_file_now(from: &Path, to: &Path) -> std::io::Result<()> {
     match std::fs::rename(from, to) {
         Ok(()) => Ok(()),

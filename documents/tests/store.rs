@@ -480,3 +480,51 @@ async fn concurrent_identical_uploads_store_one_document(env: Env) {
     assert_eq!(count(env.db(), "SELECT count(*) FROM documents").await, 1);
     assert_eq!(files_under(&env.data_dir().join("uploads")).len(), 1);
 }
+
+on_both_backends!(an_upload_whose_row_fails_leaves_no_file_and_no_row);
+async fn an_upload_whose_row_fails_leaves_no_file_and_no_row(env: Env) {
+    // The row's insert fails after the file was moved into uploads/<id>/ (on SQLite inside
+    // the writer thread's transaction): the move is undone with the transaction.
+    let refuse = if env.is_postgres() {
+        "CREATE FUNCTION refuse_documents() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$; \
+         CREATE TRIGGER refuse_documents BEFORE INSERT ON documents \
+         FOR EACH ROW EXECUTE FUNCTION refuse_documents()"
+    } else {
+        "CREATE TRIGGER refuse_documents BEFORE INSERT ON documents \
+         BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+    };
+    env.db().execute_unprepared(refuse).await.expect("trigger");
+    let bytes = b"a row that never lands";
+    let staged = env.stage(bytes).await;
+    let err = env
+        .store
+        .ingest_upload(&staged, "a.txt", &sha256_hex(bytes), bytes.len() as u64)
+        .await
+        .expect_err("the insert is refused");
+    assert!(err.to_string().contains("refused by the test"), "{err}");
+    assert!(!staged.exists(), "the staged file is removed");
+    let id = document_id(&sha256_hex(bytes));
+    assert!(
+        !env.data_dir().join("uploads").join(&id).exists(),
+        "the moved file is removed"
+    );
+    assert_eq!(count(env.db(), "SELECT count(*) FROM documents").await, 0);
+
+    let drop = if env.is_postgres() {
+        "DROP TRIGGER refuse_documents ON documents"
+    } else {
+        "DROP TRIGGER refuse_documents"
+    };
+    env.db()
+        .execute_unprepared(drop)
+        .await
+        .expect("drop trigger");
+    let again = env.stage(bytes).await;
+    let ingested = env
+        .store
+        .ingest_upload(&again, "a.txt", &sha256_hex(bytes), bytes.len() as u64)
+        .await
+        .expect("ingested once the trigger is gone");
+    assert!(!ingested.duplicate);
+}
