@@ -61,6 +61,7 @@ impl Writer {
             .name("shelf-sqlite-writer".into())
             .spawn(move || {
                 let mut conn = Connection::open(&path, cache_kib);
+                conn.checkpoint_elsewhere(&path);
                 for job in inbox {
                     job(&mut conn);
                 }
@@ -106,6 +107,33 @@ impl Writer {
 struct Connection {
     db: Result<*mut ffi::sqlite3, String>,
     statements: HashMap<String, *mut ffi::sqlite3_stmt>,
+    /// Wakes the checkpointer thread (see [`Connection::checkpoint_elsewhere`]); boxed so that
+    /// the WAL hook's pointer to it stays put. Dropped after the connection is closed.
+    checkpoints: Option<Box<mpsc::SyncSender<()>>>,
+}
+
+/// WAL pages after a commit from which the writer asks for a checkpoint: SQLite's own
+/// `wal_autocheckpoint` default.
+const CHECKPOINT_PAGES: c_int = 1000;
+
+/// Checkpoints the checkpointer threads of this process ran (read by a test).
+static CHECKPOINTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The writer connection's WAL hook: past [`CHECKPOINT_PAGES`], wakes the checkpointer (one
+/// pending wake-up is enough; a busy checkpointer catches up on its next pass).
+unsafe extern "C" fn on_wal_commit(
+    wake: *mut std::os::raw::c_void,
+    _db: *mut ffi::sqlite3,
+    _schema: *const c_char,
+    pages: c_int,
+) -> c_int {
+    if pages >= CHECKPOINT_PAGES && !wake.is_null() {
+        // SAFETY: `wake` is the connection's boxed sender, which outlives the hook (the
+        // connection is closed before it is dropped).
+        let wake = unsafe { &*(wake as *const mpsc::SyncSender<()>) };
+        let _ = wake.try_send(());
+    }
+    ffi::SQLITE_OK
 }
 
 /// Prepared statements kept per connection; a text past this many clears the cache (the
@@ -139,6 +167,7 @@ impl Connection {
         let mut conn = Connection {
             db,
             statements: HashMap::new(),
+            checkpoints: None,
         };
         if let Ok(db) = conn.db {
             crate::db::install_busy_handler(db);
@@ -152,6 +181,63 @@ impl Connection {
             }
         }
         conn
+    }
+
+    /// Moves this connection's WAL checkpoints to a thread of their own. SQLite checkpoints
+    /// on the connection whose commit takes the WAL past 1,000 pages, inside that commit: on
+    /// the writer thread that stalled every write of the process for the checkpoint's copy
+    /// and fsyncs (up to 22 ms each into an 8 GB database). Here the commit only wakes a
+    /// checkpointer with its own connection, which runs a passive checkpoint (it never blocks
+    /// writers) while the writer goes on. Without that thread SQLite's own checkpoints stay.
+    fn checkpoint_elsewhere(&mut self, path: &Path) {
+        let Ok(db) = self.db else { return };
+        let (wake, asked) = mpsc::sync_channel::<()>(1);
+        let path = path.to_path_buf();
+        let spawned = std::thread::Builder::new()
+            .name("shelf-sqlite-ckpt".into())
+            .spawn(move || {
+                let checkpointer = Connection::open(&path, 256);
+                for () in asked {
+                    checkpointer.checkpoint();
+                }
+            });
+        if spawned.is_err() {
+            return;
+        }
+        let wake = Box::new(wake);
+        // SAFETY: `db` is this thread's open connection; the hook's argument is the boxed
+        // sender stored below, dropped only after `db` is closed (see `Drop`). Setting a WAL
+        // hook replaces (turns off) SQLite's automatic checkpoints on this connection.
+        unsafe {
+            ffi::sqlite3_wal_hook(
+                db,
+                Some(on_wal_commit),
+                (&*wake as *const mpsc::SyncSender<()>).cast_mut().cast(),
+            );
+        }
+        self.checkpoints = Some(wake);
+    }
+
+    /// A passive checkpoint: copies what it can of the WAL into the database without waiting
+    /// for writers or readers (busy is normal: another process may be checkpointing).
+    fn checkpoint(&self) {
+        let Ok(db) = self.db else { return };
+        let (mut log, mut copied) = (0, 0);
+        // SAFETY: `db` is this thread's open connection; a null schema name means all.
+        let rc = unsafe {
+            ffi::sqlite3_wal_checkpoint_v2(
+                db,
+                ptr::null(),
+                ffi::SQLITE_CHECKPOINT_PASSIVE,
+                &mut log,
+                &mut copied,
+            )
+        };
+        if rc == ffi::SQLITE_OK {
+            CHECKPOINTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            tracing::debug!(code = rc, message = %last_error(db), "WAL checkpoint did not run");
+        }
     }
 
     fn handle(&self) -> Result<*mut ffi::sqlite3, DbErr> {
@@ -258,7 +344,8 @@ impl Drop for Connection {
     fn drop(&mut self) {
         self.clear_statements();
         if let Ok(db) = self.db {
-            // SAFETY: every statement of `db` was finalized above.
+            // SAFETY: every statement of `db` was finalized above. The WAL hook's sender
+            // (`checkpoints`) is dropped after this, so the hook never sees it dropped.
             unsafe { ffi::sqlite3_close(db) };
         }
     }
@@ -596,6 +683,38 @@ mod tests {
             .transaction(|txn| txn.execute(&stmt("INSERT INTO t (name) VALUES ('ok')", vec![])))
             .await
             .expect("insert after failures");
+    }
+
+    #[tokio::test]
+    async fn checkpoints_run_on_their_own_thread_and_the_writer_keeps_writing() {
+        let (_dir, db, writer) = database().await;
+        let before = CHECKPOINTS.load(std::sync::atomic::Ordering::Relaxed);
+        // About 2,500 pages of 4 KiB, in 50 commits: past the checkpoint point several times.
+        for batch in 0..50 {
+            writer
+                .transaction(move |txn| {
+                    for i in 0..10 {
+                        txn.execute(&stmt(
+                            "INSERT INTO t (name, data) VALUES (?, zeroblob(20000))",
+                            vec![format!("{batch}-{i}").into()],
+                        ))?;
+                    }
+                    Ok::<_, DbErr>(())
+                })
+                .await
+                .expect("insert");
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while CHECKPOINTS.load(std::sync::atomic::Ordering::Relaxed) == before {
+            assert!(std::time::Instant::now() < deadline, "no checkpoint ran");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let count = db
+            .query_one_raw(stmt("SELECT count(*) AS n FROM t", vec![]))
+            .await
+            .expect("count")
+            .expect("row");
+        assert_eq!(count.try_get::<i64>("", "n").unwrap(), 500);
     }
 
     #[tokio::test]
