@@ -114,7 +114,23 @@ impl UploadSink {
         self.hasher.update(chunk);
         match &mut self.writing {
             Some(writing) => writing.out.write_all(chunk).await?,
+            // A chunk that would take the held bytes past the buffer goes to the file, so an
+            // upload never holds more than the buffer (growing the held bytes would double it).
+            None if self.sniffed && self.head.len() + chunk.len() > WRITE_BUFFER_BYTES => {
+                self.start_writing().await?;
+                if let Some(writing) = &mut self.writing {
+                    writing.out.write_all(chunk).await?;
+                }
+            }
             None => {
+                // Doubling as a vector does, but never past the buffer.
+                let needed = self.head.len() + chunk.len();
+                if needed > self.head.capacity() {
+                    let target = (self.head.capacity() * 2)
+                        .max(needed)
+                        .min(WRITE_BUFFER_BYTES.max(needed));
+                    self.head.reserve_exact(target - self.head.len());
+                }
                 self.head.extend_from_slice(chunk);
                 if !self.sniffed {
                     // Checking every partial head refuses an archive on its first chunk; the
@@ -326,6 +342,32 @@ mod tests {
         drop(small);
         assert_eq!(staged_files(&store), 0);
         assert_eq!(store.list(10, 0).await.expect("list").1, 0);
+    }
+
+    #[tokio::test]
+    async fn an_upload_never_holds_more_than_the_write_buffer() {
+        let (_dir, store) = store().await;
+        let text = "0123456789".repeat(10_000);
+        let mut sink = UploadSink::begin(store.clone(), "long.txt", 4 << 20).expect("begin");
+        for _ in 0..30 {
+            sink.push(text.as_bytes()).await.expect("push");
+            assert!(
+                sink.head.capacity() <= WRITE_BUFFER_BYTES,
+                "{} bytes held",
+                sink.head.capacity()
+            );
+        }
+        assert_eq!(
+            staged_files(&store),
+            1,
+            "past the buffer the upload streams"
+        );
+        let ingested = sink.finish().await.expect("finish");
+        assert_eq!(ingested.document.byte_size, 3_000_000);
+        assert_eq!(
+            ingested.document.sha256,
+            shelf_documents::sha256_hex(text.repeat(30).as_bytes())
+        );
     }
 
     #[tokio::test]

@@ -24,12 +24,21 @@ pub(crate) async fn check_no_symlinks(base: &Path, components: &[&str]) -> Resul
     // One trip to the blocking pool for the whole walk, not one per component.
     let base = base.to_path_buf();
     let components: Vec<String> = components.iter().map(|c| c.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
+    blocking(move || {
         let components: Vec<&str> = components.iter().map(String::as_str).collect();
         check_no_symlinks_now(&base, &components)
     })
     .await
-    .map_err(|e| DocumentsError::Io(std::io::Error::other(e.to_string())))?
+}
+
+/// Runs file-system work on the blocking pool, in one trip; a task that could not finish
+/// (the runtime shutting down) is an I/O error.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| DocumentsError::Io(std::io::Error::other(e.to_string())))?
 }
 
 /// [`check_no_symlinks`] on the calling thread (for code already on the blocking pool).

@@ -18,8 +18,8 @@ use crate::ids::is_document_id;
 use crate::ids::{SNIFF_BYTES, document_id, is_sha256_hex, sha256_reader};
 use crate::model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
 use crate::paths::{
-    PAGE_IMAGES_DIR, STAGING_DIR, TRASH_DIR, UPLOADS_DIR, check_no_symlinks, check_no_symlinks_now,
-    join_all, owned_upload_components,
+    PAGE_IMAGES_DIR, STAGING_DIR, TRASH_DIR, UPLOADS_DIR, blocking, check_no_symlinks,
+    check_no_symlinks_now, join_all, owned_upload_components,
 };
 use crate::sql::{begin_immediate, get_u64, lock_document, now_timestamp, stmt, to_i64};
 use crate::texts::TEXT_KIND_CLEANED;
@@ -89,9 +89,7 @@ impl DocumentStore {
     /// symlink, and returns a fresh, unused path in it for one incoming upload.
     pub async fn new_staging_path(&self) -> Result<PathBuf> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.new_staging_path_now())
-            .await
-            .map_err(|e| DocumentsError::Io(std::io::Error::other(e.to_string())))?
+        blocking(move || store.new_staging_path_now()).await
     }
 
     /// [`new_staging_path`](Self::new_staging_path) on the calling thread (for code already on
@@ -155,7 +153,7 @@ impl DocumentStore {
                 id.clone(),
                 name.clone(),
             );
-            tokio::task::spawn_blocking(move || {
+            blocking(move || {
                 let meta = std::fs::symlink_metadata(&staged)?;
                 if meta.file_type().is_symlink() || !meta.is_file() {
                     return Err(DocumentsError::InvalidPath {
@@ -175,7 +173,6 @@ impl DocumentStore {
                 check_no_symlinks_now(&data_dir, &[UPLOADS_DIR, &id, &name])
             })
             .await
-            .map_err(|e| DocumentsError::Io(std::io::Error::other(e.to_string())))?
         };
         checked?;
 
@@ -200,11 +197,7 @@ impl DocumentStore {
             let placed = {
                 let (data_dir, staged) = (self.data_dir.clone(), staged.to_path_buf());
                 let (id, name) = (id.clone(), name.clone());
-                tokio::task::spawn_blocking(move || {
-                    place_upload_now(&data_dir, &id, &name, &staged)
-                })
-                .await
-                .map_err(|e| DocumentsError::Io(std::io::Error::other(e.to_string())))?
+                blocking(move || place_upload_now(&data_dir, &id, &name, &staged)).await
             };
             placed?;
             let now = now_timestamp();
