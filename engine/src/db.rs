@@ -171,6 +171,39 @@ pub fn is_busy(e: &DbErr) -> bool {
     text.contains("database is locked") || text.contains("database is busy")
 }
 
+/// Whether an engine error is a refusal that passes on its own: a busy or locked SQLite file
+/// (a backup tool, another process's long transaction), a turn at the write lock not given in
+/// time, a PostgreSQL connection dropped or restarting, a serialization failure or deadlock.
+/// A write refused this way is worth retrying; any other error is not.
+pub fn is_transient(error: &crate::EngineError) -> bool {
+    let crate::EngineError::Db(e) = error else {
+        return false;
+    };
+    if is_busy(e) {
+        return true;
+    }
+    let text = e.to_string().to_ascii_lowercase();
+    [
+        "sqlite_busy",
+        "connection reset",
+        "connection refused",
+        "connection closed",
+        "broken pipe",
+        "pool timed out",
+        "timed out",
+        "terminating connection",
+        "server closed the connection",
+        "the database system is starting up",
+        "the database system is shutting down",
+        "could not serialize access",
+        "deadlock detected",
+        "unexpected eof",
+        "io error",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
+}
+
 /// The page cache of all of a pool's connections together, in KiB.
 ///
 /// Each connection keeps its own cache and fills it up to its limit: with 32 MiB each, the

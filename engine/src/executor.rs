@@ -5,17 +5,21 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use sea_orm::Statement;
 use serde_json::Value;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};
 
+use crate::effects::{self, Write};
 use crate::error::EngineError;
+use crate::lifecycle::{
+    AttemptEnd, ClaimFacts, Effect, Event, Lifecycle, Requeue, StageCheckpoint, StagePlan,
+};
 use crate::pipeline::{
     CompiledPipeline, CompiledStage, PipelineError, PipelineSource, format_duration,
 };
@@ -23,9 +27,9 @@ use crate::registry::Registry;
 use crate::stage::{StageContext, StageError, StageInputs, SuccessWrites};
 use crate::state::{RunStatus, StageStatus};
 use crate::store::{
-    CancelOutcome, Claim, LeaseGuard, NewRun, RunRecord, RunStore, Write, stmt, wake_statements,
+    CancelOutcome, Claim, LeaseGuard, NewRun, RunRecord, RunStore, wake_statements,
 };
-use crate::time::{now_ms, now_rfc3339};
+use crate::time::now_ms;
 
 /// What the application adds to the engine's transitions, without the engine knowing what a
 /// subject is.
@@ -130,13 +134,6 @@ pub struct Engine {
     registry: Arc<Registry>,
     hooks: Arc<dyn RunHooks>,
     config: EngineConfig,
-}
-
-/// Signals from the heartbeat to the executor.
-struct Signals {
-    trip: CancellationToken,
-    cancel_requested: AtomicBool,
-    lost: AtomicBool,
 }
 
 impl Engine {
@@ -288,43 +285,44 @@ impl Engine {
     }
 
     /// Executes a claimed run until it ends, is re-queued for a retry, is released on
-    /// shutdown, or the lease is lost.
+    /// shutdown, or the lease is lost. The heartbeat lives inside this future, and dropping the
+    /// future (a caller that went away) releases the claim: the run goes back to the queue
+    /// with its checkpoints instead of staying `running` under a lease nobody renews.
     pub async fn execute(
         &self,
         claim: Claim,
         shutdown: CancellationToken,
     ) -> Result<ClaimOutcome, EngineError> {
-        let guard = LeaseGuard {
-            store: self.store.clone(),
-            run_id: claim.run.id.clone(),
-            token: claim.token,
-        };
-        let signals = Arc::new(Signals {
-            trip: CancellationToken::new(),
-            cancel_requested: AtomicBool::new(false),
-            lost: AtomicBool::new(false),
-        });
-        let stop_heartbeat = CancellationToken::new();
-        let heartbeat = tokio::spawn(heartbeat_loop(
+        let guard = LeaseGuard::new(
             self.store.clone(),
             claim.run.id.clone(),
             claim.token,
-            self.config.heartbeat,
-            self.config.lease,
-            signals.clone(),
-            stop_heartbeat.clone(),
-        ));
+            claim.run.due_at,
+        );
+        let mut release = ReleaseOnDrop::new(guard.clone(), self.release_write(&claim.run));
+        let (signals, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+        let heartbeat = heartbeat_loop(guard.clone(), self.config.heartbeat, signals);
         let span = self.hooks.claim_span(&claim.run);
-        let result = self
-            .drive(&claim, &guard, &signals, &shutdown)
-            .instrument(span.clone())
-            .await;
-        stop_heartbeat.cancel();
-        let _ = heartbeat.await;
+        let drive = self
+            .drive(&claim, &guard, &mut inbox, &shutdown)
+            .instrument(span.clone());
+        let result = tokio::select! {
+            result = drive => result,
+            never = heartbeat => match never {},
+        };
         let result = match result {
             Err(EngineError::LeaseLost(_)) => Ok(ClaimOutcome::LeaseLost),
-            other => other,
+            Err(error) => {
+                // The database refused even after retries: give the run back now rather than
+                // leave it `running` until its lease expires (and count as a reclaim).
+                if let Err(release_error) = guard.apply(self.release_write(&claim.run)).await {
+                    tracing::warn!(run_id = %claim.run.id, error = %release_error, "cannot release the run; its lease will expire");
+                }
+                Err(error)
+            }
+            ok => ok,
         };
+        release.disarm();
         span.record(
             "outcome",
             match &result {
@@ -338,333 +336,99 @@ impl Engine {
         result
     }
 
+    /// The event loop of one claim: the lifecycle decides, this applies its effects and waits
+    /// for the next event (a stage ending, a signal from the heartbeat, shutdown).
     async fn drive(
         &self,
         claim: &Claim,
         guard: &LeaseGuard,
-        signals: &Signals,
+        inbox: &mut UnboundedReceiver<Event>,
         shutdown: &CancellationToken,
     ) -> Result<ClaimOutcome, EngineError> {
         let run = &claim.run;
-        // Transitions decided in one turn of the loop (a stage's success, the skips and starts
-        // it unlocks) commit together in one fenced transaction before the loop waits again:
-        // fewer write transactions per run, and a stage never starts before its start commits.
-        let mut batch = Batch::default();
-        if claim.reclaimed && run.reclaims > i64::from(self.config.max_reclaims) {
-            let message = format!(
-                "run was reclaimed {} times after its worker stopped (limit {}); giving up",
-                run.reclaims, self.config.max_reclaims
-            );
-            return self
-                .finish(guard, run, &mut batch, RunStatus::Failed, Some(message))
-                .await;
-        }
-        if run.cancel_requested {
-            return self
-                .finish(guard, run, &mut batch, RunStatus::Canceled, None)
-                .await;
-        }
-        let pipeline = match self.compile(&snapshot_source(run)) {
-            Ok(p) => p,
-            Err(e) => {
-                let message = format!("the run's pipeline snapshot no longer compiles: {e}");
-                return self
-                    .finish(guard, run, &mut batch, RunStatus::Failed, Some(message))
-                    .await;
-            }
+        let pipeline = self.compile(&snapshot_source(run));
+        let checkpoints = match &pipeline {
+            Ok(_) => self.checkpoints(&run.id).await?,
+            Err(_) => Vec::new(),
         };
-
-        let mut status: HashMap<String, StageStatus> = HashMap::new();
-        let mut attempts: HashMap<String, u32> = HashMap::new();
-        let mut outputs: HashMap<String, Value> = HashMap::new();
-        for record in self.store.stages(&run.id).await? {
-            // A stage left `running` by a worker that died starts again from its checkpoints.
-            let s = match record.status {
-                StageStatus::Running => StageStatus::Pending,
-                other => other,
-            };
-            if s == StageStatus::Succeeded {
-                outputs.insert(record.name.clone(), record.output.unwrap_or(Value::Null));
-            }
-            attempts.insert(record.name.clone(), record.attempts.max(0) as u32);
-            status.insert(record.name, s);
-        }
-        for stage in &pipeline.stages {
-            status
-                .entry(stage.name.clone())
-                .or_insert(StageStatus::Pending);
-            attempts.entry(stage.name.clone()).or_insert(0);
-        }
-        if claim.run.claims > 1 || claim.reclaimed {
-            let mut reused: Vec<&str> = pipeline
-                .stages
-                .iter()
-                .filter(|s| status[&s.name] == StageStatus::Succeeded)
-                .map(|s| s.name.as_str())
-                .collect();
-            reused.sort();
-            if !reused.is_empty() {
-                guard
-                    .event(
-                        "run",
-                        "checkpoints_reused",
-                        &format!("reusing checkpoints of {}", reused.join(", ")),
-                    )
-                    .await?;
-            }
-        }
-
-        let mut tasks: JoinSet<(String, Result<Value, StageError>, Duration)> = JoinSet::new();
-        let mut children: HashMap<String, CancellationToken> = HashMap::new();
-        // Each running stage's span, to record how the attempt ended.
-        let mut spans: HashMap<String, Span> = HashMap::new();
-        // What each running attempt handed over to commit with its success.
-        let mut success_writes: HashMap<String, SuccessWrites> = HashMap::new();
-        let mut retry_due: Option<i64> = None;
-        let mut failure: Option<String> = None;
-        let mut canceling = false;
-        let mut stopping = false;
-
+        let facts = ClaimFacts {
+            cancel_requested: run.cancel_requested,
+            reclaimed: claim.reclaimed,
+            claims: u32::try_from(run.claims).unwrap_or(u32::MAX),
+            reclaims: u32::try_from(run.reclaims).unwrap_or(u32::MAX),
+            max_reclaims: self.config.max_reclaims,
+        };
+        let plans = pipeline
+            .as_ref()
+            .map(StagePlan::of)
+            .map_err(|e| e.to_string());
+        let (mut machine, effects) = Lifecycle::claimed(facts, plans, &checkpoints);
+        let Ok(pipeline) = pipeline else {
+            let mut claim_run = ClaimRun::new(self, run, guard, None);
+            return claim_run
+                .apply(&machine, effects)
+                .await
+                .map(|o| o.unwrap_or(ClaimOutcome::Finished(RunStatus::Failed)));
+        };
+        let mut claim_run = ClaimRun::new(self, run, guard, Some(&pipeline));
+        let mut outcome = claim_run.apply(&machine, effects).await?;
+        let mut shutdown_seen = false;
         loop {
-            let mut starting: Vec<(CompiledStage, StageContext, Span)> = Vec::new();
-            if !canceling && !stopping && failure.is_none() && retry_due.is_none() {
-                let mut progressed = true;
-                while progressed {
-                    progressed = false;
-                    for stage in &pipeline.stages {
-                        if status[&stage.name] != StageStatus::Pending
-                            || children.contains_key(&stage.name)
-                            || !stage.needs.iter().all(|n| status[n].satisfies_dependents())
-                        {
-                            continue;
-                        }
-                        if let Some(when) = &stage.when {
-                            let on = status.get(&when.stage) == Some(&StageStatus::Succeeded)
-                                && outputs
-                                    .get(&when.stage)
-                                    .and_then(|o| o.get(&when.flag))
-                                    .and_then(Value::as_bool)
-                                    == Some(true);
-                            if !on {
-                                batch.skip(run, stage);
-                                status.insert(stage.name.clone(), StageStatus::Skipped);
-                                progressed = true;
-                                continue;
-                            }
-                        }
-                        let attempt = attempts[&stage.name] + 1;
-                        batch.push(Write {
-                                statements: vec![
-                                    stmt(
-                                        "UPDATE run_stages SET status = 'running', attempts = ?, started_at = ?, finished_at = NULL, duration_ms = NULL \
-                                         WHERE run_id = ? AND name = ?",
-                                        vec![
-                                            i64::from(attempt).into(),
-                                            now_rfc3339().into(),
-                                            run.id.clone().into(),
-                                            stage.name.clone().into(),
-                                        ],
-                                    ),
-                                    stmt(
-                                        "UPDATE runs SET stage = ? WHERE id = ?",
-                                        vec![stage.name.clone().into(), run.id.clone().into()],
-                                    ),
-                                ],
-                                events: vec![(
-                                    stage.name.clone(),
-                                    "stage_started",
-                                    format!("attempt {attempt} of {}", stage.retry.attempts),
-                                )],
-                            });
-                        attempts.insert(stage.name.clone(), attempt);
-                        status.insert(stage.name.clone(), StageStatus::Running);
-                        let child = signals.trip.child_token();
-                        children.insert(stage.name.clone(), child.clone());
-                        let ctx = StageContext {
-                            run_id: run.id.clone(),
-                            subject: run.subject.clone(),
-                            stage: stage.name.clone(),
-                            attempt,
-                            input: run.input.clone(),
-                            inputs: StageInputs::new(
-                                stage
-                                    .upstream
-                                    .iter()
-                                    .filter_map(|n| outputs.get(n).map(|o| (n.clone(), o.clone())))
-                                    .collect(),
-                            ),
-                            cancel: child,
-                            guard: Some(guard.clone()),
-                            on_success: SuccessWrites::default(),
-                        };
-                        success_writes.insert(stage.name.clone(), ctx.on_success.clone());
-                        let span = self.hooks.stage_span(run, &stage.name, attempt);
-                        spans.insert(stage.name.clone(), span.clone());
-                        starting.push((stage.clone(), ctx, span));
+            if let Some(outcome) = outcome {
+                return Ok(outcome);
+            }
+            let event = tokio::select! {
+                joined = claim_run.tasks.join_next(), if !claim_run.tasks.is_empty() => {
+                    match joined {
+                        Some(Ok(ended)) => claim_run.stage_event(ended),
+                        // Stage panics are caught inside the task; a join error means the task
+                        // was aborted, which only happens when this executor is dropped.
+                        _ => Event::LeaseLost,
                     }
                 }
-            }
-            if tasks.is_empty() && starting.is_empty() {
-                // The run ends: its last transitions commit with its terminal state.
-                break;
-            }
-            self.commit(guard, run, &mut batch).await?;
-            for (stage, ctx, span) in starting {
-                tasks.spawn(run_stage(self.registry.clone(), stage, ctx).instrument(span));
-            }
-            tokio::select! {
-                joined = tasks.join_next() => {
-                    let Some(joined) = joined else { continue };
-                    let (name, result, elapsed) = match joined {
-                        Ok(done) => done,
-                        // Stage panics are caught inside the task; a join error means the
-                        // task was aborted, which only happens when this executor is dropped.
-                        Err(_) => return Err(EngineError::LeaseLost(run.id.clone())),
-                    };
-                    children.remove(&name);
-                    let span = spans.remove(&name);
-                    let handed_over = success_writes.remove(&name).map(|w| w.take()).unwrap_or_default();
-                    let Some(stage) = pipeline.stage(&name) else { continue };
-                    let duration_ms = elapsed.as_millis().min(i64::MAX as u128) as i64;
-                    // The stage may report its cancellation before the select sees the trip.
-                    if signals.trip.is_cancelled() && !stopping {
-                        if signals.lost.load(Ordering::SeqCst) {
-                            return Err(EngineError::LeaseLost(run.id.clone()));
-                        }
-                        canceling = true;
-                    }
-                    match result {
-                        Ok(output) => {
-                            let mut statements = handed_over;
-                            statements.push(stmt(
-                                "UPDATE run_stages SET status = 'succeeded', output = ?, error = NULL, finished_at = ?, duration_ms = ? \
-                                 WHERE run_id = ? AND name = ?",
-                                vec![output.to_string().into(), now_rfc3339().into(), duration_ms.into(), run.id.clone().into(), name.clone().into()],
-                            ));
-                            batch.push(Write {
-                                statements,
-                                events: vec![(name.clone(), "stage_succeeded", format!("succeeded in {duration_ms} ms"))],
-                            });
-                            batch.ended.push((span, name.clone(), StageStatus::Succeeded, elapsed));
-                            status.insert(name.clone(), StageStatus::Succeeded);
-                            outputs.insert(name, output);
-                        }
-                        Err(_) if stopping => {
-                            // Shutting down: the attempt did not count, the stage starts again.
-                            guard.apply(Write {
-                                statements: vec![stmt(
-                                    "UPDATE run_stages SET status = 'pending', attempts = attempts - 1 WHERE run_id = ? AND name = ?",
-                                    vec![run.id.clone().into(), name.clone().into()],
-                                )],
-                                events: vec![],
-                            }).await?;
-                            status.insert(name.clone(), StageStatus::Pending);
-                            if let Some(span) = &span {
-                                span.record("status", "interrupted");
-                            }
-                        }
-                        Err(e) if canceling || (failure.is_some() && e.code == "canceled") => {
-                            self.mark_stage(guard, run, &name, StageStatus::Canceled, None, duration_ms, "stage_canceled", "canceled".into()).await?;
-                            status.insert(name.clone(), StageStatus::Canceled);
-                            self.stage_ended(span.as_ref(), run, &name, StageStatus::Canceled, elapsed);
-                        }
-                        Err(e) => {
-                            let attempt = attempts[&name];
-                            if e.retryable && attempt < stage.retry.attempts {
-                                let delay = stage.retry.delay_after(attempt);
-                                let due = now_ms() + delay.as_millis().min(i64::MAX as u128) as i64;
-                                let message = format!(
-                                    "attempt {attempt} of {} failed ({}): {}; retrying in {}",
-                                    stage.retry.attempts, e.code, e.message, format_duration(delay)
-                                );
-                                self.mark_stage(guard, run, &name, StageStatus::Pending, Some(&e), duration_ms, "stage_failed", message).await?;
-                                status.insert(name.clone(), StageStatus::Pending);
-                                retry_due = Some(retry_due.map_or(due, |d| d.min(due)));
-                            } else {
-                                let message = format!("attempt {attempt} of {} failed ({}): {}", stage.retry.attempts, e.code, e.message);
-                                self.mark_stage(guard, run, &name, StageStatus::Failed, Some(&e), duration_ms, "stage_failed", message).await?;
-                                status.insert(name.clone(), StageStatus::Failed);
-                                failure.get_or_insert_with(|| format!("stage {name} failed ({}): {}", e.code, e.message));
-                                // Fail fast: siblings still running stop now.
-                                for child in children.values() {
-                                    child.cancel();
-                                }
-                            }
-                            self.stage_ended(span.as_ref(), run, &name, StageStatus::Failed, elapsed);
-                        }
-                    }
+                Some(signal) = inbox.recv() => signal,
+                _ = shutdown.cancelled(), if !shutdown_seen => {
+                    shutdown_seen = true;
+                    Event::Shutdown
                 }
-                _ = signals.trip.cancelled(), if !canceling && !stopping => {
-                    if signals.lost.load(Ordering::SeqCst) {
-                        return Err(EngineError::LeaseLost(run.id.clone()));
-                    }
-                    canceling = true;
-                }
-                _ = shutdown.cancelled(), if !canceling && !stopping => {
-                    stopping = true;
-                    for child in children.values() {
-                        child.cancel();
-                    }
-                }
-            }
+            };
+            let effects = machine.step(event);
+            outcome = claim_run.apply(&machine, effects).await?;
         }
+    }
 
-        if signals.lost.load(Ordering::SeqCst) {
-            return Err(EngineError::LeaseLost(run.id.clone()));
-        }
-        if canceling || signals.cancel_requested.load(Ordering::SeqCst) {
-            return self
-                .finish(guard, run, &mut batch, RunStatus::Canceled, None)
-                .await;
-        }
-        if let Some(message) = failure {
-            return self
-                .finish(guard, run, &mut batch, RunStatus::Failed, Some(message))
-                .await;
-        }
-        if stopping {
-            return self
-                .requeue(
-                    guard,
-                    run,
-                    &mut batch,
-                    now_ms(),
-                    "run_released",
-                    "worker stopping; run returned to the queue".into(),
-                )
-                .await;
-        }
-        if let Some(due) = retry_due {
-            let wait = Duration::from_millis((due - now_ms()).max(0) as u64);
-            return self
-                .requeue(
-                    guard,
-                    run,
-                    &mut batch,
-                    due,
-                    "run_retry_scheduled",
-                    format!("run re-queued; next attempt in {}", format_duration(wait)),
-                )
-                .await
-                .map(|outcome| match outcome {
-                    ClaimOutcome::Released => ClaimOutcome::RetryScheduled { due_at: due },
-                    other => other,
-                });
-        }
-        let stuck: Vec<&str> = pipeline
-            .stages
-            .iter()
-            .filter(|s| !status[&s.name].satisfies_dependents())
-            .map(|s| s.name.as_str())
-            .collect();
-        if stuck.is_empty() {
-            self.finish(guard, run, &mut batch, RunStatus::Succeeded, None)
-                .await
-        } else {
-            let message = format!("stages could not run: {}", stuck.join(", "));
-            self.finish(guard, run, &mut batch, RunStatus::Failed, Some(message))
-                .await
-        }
+    /// The stored checkpoints of a run's stages.
+    async fn checkpoints(&self, run_id: &str) -> Result<Vec<StageCheckpoint>, EngineError> {
+        Ok(self
+            .store
+            .stages(run_id)
+            .await?
+            .into_iter()
+            .map(|record| StageCheckpoint {
+                name: record.name,
+                status: record.status,
+                attempts: u32::try_from(record.attempts.max(0)).unwrap_or(u32::MAX),
+                output: record.output,
+            })
+            .collect())
+    }
+
+    /// The write that gives a claimed run back to the queue at once (shutdown, a dropped
+    /// executor, a database that kept refusing): running stages become pending again and their
+    /// attempts do not count; the next claim is a resume, not a reclaim.
+    fn release_write(&self, run: &RunRecord) -> Write {
+        let mut write = effects::requeue(run, None, now_ms());
+        write.statements.push(effects::uncount_running_stages(run));
+        write
+            .statements
+            .extend(self.hooks.on_status(&run.subject, RunStatus::Queued));
+        write.statements.extend(wake_statements(self.store.db()));
+        write.events.push((
+            "run".into(),
+            "run_released",
+            "worker stopping; run returned to the queue".into(),
+        ));
+        write
     }
 
     /// A stage attempt ended: its span says how, and the hooks hear of it inside that span (so
@@ -685,165 +449,366 @@ impl Engine {
             None => self.hooks.stage_finished(run, name, status, elapsed),
         }
     }
+}
 
-    /// Commits the batch (if it holds anything) in one fenced transaction, then reports the
-    /// stage attempts that ended in it.
-    async fn commit(
-        &self,
-        guard: &LeaseGuard,
-        run: &RunRecord,
-        batch: &mut Batch,
-    ) -> Result<(), EngineError> {
-        let Batch { write, ended } = std::mem::take(batch);
-        if !write.statements.is_empty() || !write.events.is_empty() {
-            guard.apply(write).await?;
+/// One claim being executed: the running stage tasks and what they need, and the writes
+/// decided in the current step, not yet committed.
+struct ClaimRun<'a> {
+    engine: &'a Engine,
+    run: &'a RunRecord,
+    guard: &'a LeaseGuard,
+    pipeline: Option<&'a CompiledPipeline>,
+    tasks: JoinSet<StageEnded>,
+    /// Parent of every running stage's token: tripped by [`Effect::StopStages`].
+    stop: CancellationToken,
+    running: HashMap<String, RunningStage>,
+    /// How long each ended attempt took, until its effect is applied.
+    elapsed: HashMap<String, Duration>,
+    batch: Write,
+    ended: Vec<(Option<Span>, String, StageStatus, Duration)>,
+}
+
+struct RunningStage {
+    attempt: u32,
+    span: Span,
+    on_success: SuccessWrites,
+}
+
+type StageEnded = (String, Result<Value, StageError>, Duration);
+
+impl<'a> ClaimRun<'a> {
+    fn new(
+        engine: &'a Engine,
+        run: &'a RunRecord,
+        guard: &'a LeaseGuard,
+        pipeline: Option<&'a CompiledPipeline>,
+    ) -> Self {
+        ClaimRun {
+            engine,
+            run,
+            guard,
+            pipeline,
+            tasks: JoinSet::new(),
+            stop: CancellationToken::new(),
+            running: HashMap::new(),
+            elapsed: HashMap::new(),
+            batch: Write::default(),
+            ended: Vec::new(),
         }
-        for (span, name, status, elapsed) in ended {
-            self.stage_ended(span.as_ref(), run, &name, status, elapsed);
+    }
+
+    /// Turns a stage task's result into the lifecycle's event; the retry delay is drawn here
+    /// (the lifecycle is pure).
+    fn stage_event(&mut self, (name, result, elapsed): StageEnded) -> Event {
+        self.elapsed.insert(name.clone(), elapsed);
+        match result {
+            Ok(output) => Event::StageSucceeded {
+                stage: name,
+                output,
+            },
+            Err(e) => {
+                let attempt = self.attempts_so_far(&name);
+                let delay = self
+                    .pipeline
+                    .and_then(|p| p.stage(&name))
+                    .map(|s| s.retry.delay_after(attempt))
+                    .unwrap_or_default();
+                Event::StageFailed {
+                    stage: name,
+                    code: e.code,
+                    message: e.message,
+                    retryable: e.retryable,
+                    retry_at: now_ms().saturating_add(duration_ms(delay)),
+                }
+            }
+        }
+    }
+
+    /// The number of the attempt that just ended: the backoff grows with it.
+    fn attempts_so_far(&self, name: &str) -> u32 {
+        self.running.get(name).map_or(1, |r| r.attempt)
+    }
+
+    /// Applies one step's effects in order, commits them in one fenced transaction, then starts
+    /// the stages they started. Returns how the claim ended, once it has.
+    async fn apply(
+        &mut self,
+        machine: &Lifecycle,
+        effects: Vec<Effect>,
+    ) -> Result<Option<ClaimOutcome>, EngineError> {
+        let mut starting = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::CheckpointsReused { stages } => self.batch.events.push((
+                    "run".into(),
+                    "checkpoints_reused",
+                    format!("reusing checkpoints of {}", stages.join(", ")),
+                )),
+                Effect::Skip { stage, reason } => {
+                    self.batch.push(effects::skip(self.run, &stage, reason));
+                    self.ended
+                        .push((None, stage, StageStatus::Skipped, Duration::ZERO));
+                }
+                Effect::Start { stage, attempt, of } => {
+                    self.batch
+                        .push(effects::start(self.run, &stage, attempt, of));
+                    starting.push(self.prepare(machine, &stage, attempt));
+                }
+                Effect::Succeeded { stage, output } => self.succeeded(stage, output),
+                Effect::AttemptEnded {
+                    stage,
+                    attempt,
+                    of,
+                    end,
+                } => self.attempt_ended(stage, attempt, of, end),
+                Effect::StopStages => self.stop.cancel(),
+                Effect::Abandon => return Ok(Some(ClaimOutcome::LeaseLost)),
+                Effect::Requeue { due_at, reason } => {
+                    return self.requeue(due_at, reason).await.map(Some);
+                }
+                Effect::Finish { status, error } => {
+                    return self.finish(status, error).await.map(Some);
+                }
+            }
+        }
+        self.commit().await?;
+        for (stage, ctx, span) in starting.into_iter().flatten() {
+            let registry = self.engine.registry.clone();
+            self.tasks
+                .spawn(run_stage(registry, stage, ctx).instrument(span));
+        }
+        Ok(None)
+    }
+
+    /// What a starting stage runs with.
+    fn prepare(
+        &mut self,
+        machine: &Lifecycle,
+        name: &str,
+        attempt: u32,
+    ) -> Option<(CompiledStage, StageContext, Span)> {
+        let stage = self.pipeline?.stage(name)?.clone();
+        let ctx = StageContext {
+            run_id: self.run.id.clone(),
+            subject: self.run.subject.clone(),
+            stage: stage.name.clone(),
+            attempt,
+            input: self.run.input.clone(),
+            inputs: StageInputs::new(
+                stage
+                    .upstream
+                    .iter()
+                    .filter_map(|n| machine.output(n).map(|o| (n.clone(), o.clone())))
+                    .collect(),
+            ),
+            cancel: self.stop.child_token(),
+            guard: Some(self.guard.clone()),
+            on_success: SuccessWrites::default(),
+        };
+        let span = self.engine.hooks.stage_span(self.run, &stage.name, attempt);
+        self.running.insert(
+            stage.name.clone(),
+            RunningStage {
+                attempt,
+                span: span.clone(),
+                on_success: ctx.on_success.clone(),
+            },
+        );
+        Some((stage, ctx, span))
+    }
+
+    fn succeeded(&mut self, stage: String, output: Value) {
+        let running = self.running.remove(&stage);
+        let elapsed = self.elapsed.remove(&stage).unwrap_or_default();
+        let mut statements = running
+            .as_ref()
+            .map(|r| r.on_success.take())
+            .unwrap_or_default();
+        statements.push(effects::stage_succeeded(self.run, &stage, &output, elapsed));
+        self.batch.push(Write {
+            statements,
+            events: vec![(
+                stage.clone(),
+                "stage_succeeded",
+                format!("succeeded in {} ms", duration_ms(elapsed)),
+            )],
+        });
+        self.ended.push((
+            running.map(|r| r.span),
+            stage,
+            StageStatus::Succeeded,
+            elapsed,
+        ));
+    }
+
+    fn attempt_ended(&mut self, stage: String, attempt: u32, of: u32, end: AttemptEnd) {
+        let span = self.running.remove(&stage).map(|r| r.span);
+        let elapsed = self.elapsed.remove(&stage).unwrap_or_default();
+        let (write, status) = effects::attempt_ended(self.run, &stage, attempt, of, &end, elapsed);
+        self.batch.push(write);
+        match status {
+            Some(status) => self.ended.push((span, stage, status, elapsed)),
+            None => {
+                if let Some(span) = span {
+                    span.record("status", "interrupted");
+                }
+            }
+        }
+    }
+
+    /// Commits the batch (if it holds anything), then reports the stage attempts that ended in
+    /// it.
+    async fn commit(&mut self) -> Result<(), EngineError> {
+        let write = std::mem::take(&mut self.batch);
+        if !write.statements.is_empty() || !write.events.is_empty() {
+            self.guard.apply(write).await?;
+        }
+        for (span, name, status, elapsed) in std::mem::take(&mut self.ended) {
+            self.engine
+                .stage_ended(span.as_ref(), self.run, &name, status, elapsed);
         }
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn mark_stage(
-        &self,
-        guard: &LeaseGuard,
-        run: &RunRecord,
-        name: &str,
-        status: StageStatus,
-        error: Option<&StageError>,
-        duration_ms: i64,
-        kind: &'static str,
-        message: String,
-    ) -> Result<(), EngineError> {
-        guard
-            .apply(Write {
-                statements: vec![stmt(
-                    "UPDATE run_stages SET status = ?, error = ?, finished_at = ?, duration_ms = ? WHERE run_id = ? AND name = ?",
-                    vec![
-                        status.as_str().into(),
-                        error.map(|e| format!("{}: {}", e.code, e.message)).into(),
-                        now_rfc3339().into(),
-                        duration_ms.into(),
-                        run.id.clone().into(),
-                        name.into(),
-                    ],
-                )],
-                events: vec![(name.to_string(), kind, message)],
-            })
-            .await
-    }
-
     async fn requeue(
-        &self,
-        guard: &LeaseGuard,
-        run: &RunRecord,
-        batch: &mut Batch,
-        due_at: i64,
-        kind: &'static str,
-        message: String,
+        &mut self,
+        due_at: Option<i64>,
+        reason: Requeue,
     ) -> Result<ClaimOutcome, EngineError> {
-        let mut statements = vec![
-            stmt(
-                "UPDATE runs SET status = 'queued', due_at = ?, lease_owner = NULL WHERE id = ?",
-                vec![due_at.into(), run.id.clone().into()],
-            ),
-            stmt(
-                "UPDATE run_stages SET status = 'pending' WHERE run_id = ? AND status = 'running'",
-                vec![run.id.clone().into()],
-            ),
-        ];
-        statements.extend(self.hooks.on_status(&run.subject, RunStatus::Queued));
+        let now = now_ms();
+        let mut write = effects::requeue(self.run, due_at, now);
+        write.statements.extend(
+            self.engine
+                .hooks
+                .on_status(&self.run.subject, RunStatus::Queued),
+        );
         // Idle workers wake for a released run, and re-read the next due time for a retry.
-        statements.extend(wake_statements(self.store.db()));
-        batch.push(Write {
-            statements,
-            events: vec![("run".into(), kind, message)],
-        });
-        self.commit(guard, run, batch).await?;
-        Ok(ClaimOutcome::Released)
+        write
+            .statements
+            .extend(wake_statements(self.engine.store.db()));
+        let outcome = match (reason, due_at) {
+            (Requeue::RetryScheduled, Some(due)) => {
+                let wait = Duration::from_millis(u64::try_from(due - now).unwrap_or(0));
+                write.events.push((
+                    "run".into(),
+                    "run_retry_scheduled",
+                    format!("run re-queued; next attempt in {}", format_duration(wait)),
+                ));
+                ClaimOutcome::RetryScheduled { due_at: due }
+            }
+            _ => {
+                write.events.push((
+                    "run".into(),
+                    "run_released",
+                    "worker stopping; run returned to the queue".into(),
+                ));
+                ClaimOutcome::Released
+            }
+        };
+        self.batch.push(write);
+        self.commit().await?;
+        Ok(outcome)
     }
 
     async fn finish(
-        &self,
-        guard: &LeaseGuard,
-        run: &RunRecord,
-        batch: &mut Batch,
+        &mut self,
         status: RunStatus,
         error: Option<String>,
     ) -> Result<ClaimOutcome, EngineError> {
-        let (kind, message) = match status {
-            RunStatus::Succeeded => ("run_succeeded", "run succeeded".to_string()),
-            RunStatus::Canceled => ("run_canceled", "run canceled".to_string()),
-            _ => (
-                "run_failed",
-                format!(
-                    "run failed: {}",
-                    error.as_deref().unwrap_or("unknown error")
-                ),
-            ),
-        };
-        let mut statements = vec![
-            stmt(
-                "UPDATE runs SET status = ?, error = ?, finished_at = ?, lease_owner = NULL WHERE id = ?",
-                vec![
-                    status.as_str().into(),
-                    error.into(),
-                    now_rfc3339().into(),
-                    run.id.clone().into(),
-                ],
-            ),
-            stmt(
-                "UPDATE run_stages SET status = 'canceled' WHERE run_id = ? AND status IN ('pending', 'running')",
-                vec![run.id.clone().into()],
-            ),
-        ];
-        statements.extend(self.hooks.on_status(&run.subject, status));
-        batch.push(Write {
-            statements,
-            events: vec![("run".into(), kind, message)],
-        });
-        self.commit(guard, run, batch).await?;
-        self.hooks.run_finished(&run.id, status);
+        let mut write = effects::finish(self.run, status, error);
+        write
+            .statements
+            .extend(self.engine.hooks.on_status(&self.run.subject, status));
+        self.batch.push(write);
+        self.commit().await?;
+        self.engine.hooks.run_finished(&self.run.id, status);
         Ok(ClaimOutcome::Finished(status))
     }
 }
 
-/// The transitions of one turn of the executor's loop, not yet committed: one write, and the
-/// stage attempts that ended in it (reported to the hooks only once it commits).
-#[derive(Default)]
-struct Batch {
-    write: Write,
-    ended: Vec<(Option<Span>, String, StageStatus, Duration)>,
+fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-impl Batch {
-    fn push(&mut self, write: Write) {
-        self.write.statements.extend(write.statements);
-        self.write.events.extend(write.events);
+/// Gives the claim back to the queue if the executor is dropped before it ended the claim
+/// itself (its caller went away). The release is fenced, so a claim already lost writes
+/// nothing.
+struct ReleaseOnDrop {
+    pending: Option<(LeaseGuard, Write)>,
+}
+
+impl ReleaseOnDrop {
+    fn new(guard: LeaseGuard, write: Write) -> Self {
+        ReleaseOnDrop {
+            pending: Some((guard, write)),
+        }
     }
 
-    fn skip(&mut self, run: &RunRecord, stage: &CompiledStage) {
-        let reason = match &stage.when {
-            Some(when) => format!("skipped: {when} is not set"),
-            None => "skipped".to_string(),
+    fn disarm(&mut self) {
+        self.pending = None;
+    }
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        let Some((guard, write)) = self.pending.take() else {
+            return;
         };
-        self.push(Write {
-            statements: vec![stmt(
-                "UPDATE run_stages SET status = 'skipped', output = NULL, finished_at = ?, duration_ms = 0 WHERE run_id = ? AND name = ?",
-                vec![now_rfc3339().into(), run.id.clone().into(), stage.name.clone().into()],
-            )],
-            events: vec![(stage.name.clone(), "stage_skipped", reason)],
-        });
-        self.ended.push((
-            None,
-            stage.name.clone(),
-            StageStatus::Skipped,
-            Duration::ZERO,
-        ));
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let run_id = guard.run_id.clone();
+                    match guard.apply(write).await {
+                        Ok(()) => tracing::info!(run_id = %run_id, "executor dropped; run returned to the queue"),
+                        Err(error) => tracing::warn!(run_id = %run_id, %error, "executor dropped; cannot release the run, its lease will expire"),
+                    }
+                });
+            }
+            Err(_) => {
+                tracing::warn!(run_id = %guard.run_id, "executor dropped outside a runtime; the run's lease will expire")
+            }
+        }
     }
 }
 
+/// Renews the lease every `every` and reports what it reads: a cancel request, or a lease that
+/// is lost (another worker took the run, or renewal kept failing until the lease was about to
+/// end). Never returns: it lives as long as the claim's executor, inside its future.
+async fn heartbeat_loop(
+    guard: LeaseGuard,
+    every: Duration,
+    signals: UnboundedSender<Event>,
+) -> std::convert::Infallible {
+    let mut cancel_reported = false;
+    loop {
+        tokio::time::sleep(every).await;
+        let started = now_ms();
+        match guard.store.heartbeat(&guard.run_id, guard.token).await {
+            Ok(cancel_requested) => {
+                guard.renewed_at(started);
+                if cancel_requested && !cancel_reported {
+                    cancel_reported = true;
+                    tracing::info!(run_id = %guard.run_id, "cancel requested; stopping stages");
+                    let _ = signals.send(Event::CancelRequested);
+                }
+            }
+            Err(EngineError::LeaseLost(_)) => {
+                tracing::warn!(run_id = %guard.run_id, "lease lost; stopping stages");
+                let _ = signals.send(Event::LeaseLost);
+                return std::future::pending().await;
+            }
+            Err(error) if !guard.valid_after(every) => {
+                // A worker that cannot renew must stop before another worker may reclaim.
+                tracing::warn!(run_id = %guard.run_id, %error, "cannot renew lease; stopping stages");
+                let _ = signals.send(Event::LeaseLost);
+                return std::future::pending().await;
+            }
+            Err(error) => {
+                tracing::warn!(run_id = %guard.run_id, %error, "lease renewal failed; will retry");
+            }
+        }
+    }
+}
 /// The pipeline a run was created with, as a compilable source.
 pub fn snapshot_source(run: &RunRecord) -> PipelineSource {
     PipelineSource {
@@ -889,47 +854,4 @@ async fn run_stage(
         _ = ctx.cancel.cancelled() => Err(StageError::canceled()),
     };
     (name, result, started.elapsed())
-}
-
-async fn heartbeat_loop(
-    store: RunStore,
-    run_id: String,
-    token: i64,
-    every: Duration,
-    lease: Duration,
-    signals: Arc<Signals>,
-    stop: CancellationToken,
-) {
-    let mut last_renewed = Instant::now();
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
-        match store.heartbeat(&run_id, token).await {
-            Ok(cancel_requested) => {
-                last_renewed = Instant::now();
-                if cancel_requested && !signals.cancel_requested.swap(true, Ordering::SeqCst) {
-                    tracing::info!(run_id = %run_id, "cancel requested; stopping stages");
-                    signals.trip.cancel();
-                }
-            }
-            Err(EngineError::LeaseLost(_)) => {
-                tracing::warn!(run_id = %run_id, "lease lost; stopping stages");
-                signals.lost.store(true, Ordering::SeqCst);
-                signals.trip.cancel();
-                return;
-            }
-            Err(error) => {
-                // A worker that cannot renew must stop before another worker may reclaim.
-                if last_renewed.elapsed() + every >= lease {
-                    tracing::warn!(run_id = %run_id, %error, "cannot renew lease; stopping stages");
-                    signals.lost.store(true, Ordering::SeqCst);
-                    signals.trip.cancel();
-                    return;
-                }
-                tracing::warn!(run_id = %run_id, %error, "lease renewal failed; will retry");
-            }
-        }
-    }
 }

@@ -3,9 +3,12 @@
 //! lease-based queue and the executor. It knows nothing of documents, HTTP, LLMs or the CLI.
 
 pub mod db;
+mod effects;
 pub mod error;
 pub mod executor;
+pub mod lifecycle;
 pub mod pipeline;
+pub mod queue_health;
 pub mod registry;
 pub mod sql;
 pub mod stage;

@@ -3,6 +3,7 @@
 //! handful of statements; every worker write is fenced by the run's lease token.
 
 use crate::sql::SqlExt;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -290,7 +291,7 @@ impl RunStore {
         self.lease
     }
 
-    fn lease_ms(&self) -> i64 {
+    pub(crate) fn lease_ms(&self) -> i64 {
         i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX / 2)
     }
 
@@ -376,6 +377,22 @@ impl RunStore {
                 ))
                 .await?
                 .ok_or_else(|| EngineError::RunNotFound(old.id.clone()))?;
+            // Under the old run's lock (PostgreSQL) or the write lock (SQLite): a failed run is
+            // retried once, and retrying it again answers that retry.
+            let existing = txn
+                .query_one_sql(stmt(
+                    "SELECT id FROM runs WHERE retry_of = ? ORDER BY rowid LIMIT 1",
+                    vec![old.id.clone().into()],
+                ))
+                .await?;
+            if let Some(row) = existing {
+                txn.rollback().await?;
+                let id: String = get(&row, "id")?;
+                return self
+                    .get_run(&id)
+                    .await?
+                    .ok_or_else(|| EngineError::RunNotFound(id));
+            }
             let status: String = get(&row, "status")?;
             if status != RunStatus::Failed.as_str() {
                 return Err(EngineError::RunNotFailed {
@@ -510,25 +527,35 @@ impl RunStore {
         }))
     }
 
-    /// The next due run's id and due time (or `only`'s, if due).
+    /// The next due run's id and due time. Only the earliest unfinished run of a subject may
+    /// be claimed, so runs of one subject never execute at once and end in the order they were
+    /// created; with `only`, the run to claim is that run or the earlier run of its subject that
+    /// must end first.
     fn pick_statement(&self, only: Option<&str>, now: i64, postgres: bool) -> Statement {
         let (filter, mut values): (&str, Vec<SqlValue>) = match only {
-            Some(id) => ("AND id = ?", vec![id.into()]),
+            Some(id) => (
+                "AND r.subject = (SELECT subject FROM runs WHERE id = ?)",
+                vec![id.into()],
+            ),
             None => ("", vec![]),
         };
         // The due time is read before the update moves it to the lease's end: the claim's
         // queue wait is measured from it. On SQLite the IMMEDIATE transaction holds the write lock, so
         // no other worker can claim the row in between.
         let pick = format!(
-            "SELECT id, due_at FROM runs WHERE status IN ('queued', 'running') AND due_at <= ? {filter} \
-             ORDER BY due_at LIMIT 1{}",
+            "SELECT r.id AS id, r.due_at AS due_at FROM runs r \
+             WHERE r.status IN ('queued', 'running') AND r.due_at <= ? {filter} \
+             AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.subject = r.subject \
+               AND e.status IN ('queued', 'running') AND e.rowid < r.rowid) \
+             ORDER BY r.due_at LIMIT 1{}",
             // PostgreSQL has no database write lock: the row lock keeps two workers from
             // claiming one run, and SKIP LOCKED lets each take the next free run instead. A row
             // that commits a change while it is being locked is re-checked against the WHERE
             // clause (READ COMMITTED), so a run just claimed elsewhere (its due time moved to
-            // the lease's end) is not picked again.
+            // the lease's end) is not picked again. The unique index of running runs per
+            // subject refuses whatever slips past the NOT EXISTS on a snapshot.
             if postgres {
-                " FOR UPDATE SKIP LOCKED"
+                " FOR UPDATE OF r SKIP LOCKED"
             } else {
                 ""
             }
@@ -917,7 +944,7 @@ fn claim_update(worker: &str, lease_end: i64, id: &str, returning: &str) -> Stat
            last_claim_reclaimed = (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
            reclaims = reclaims + (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
            status = 'running', lease_owner = ?, lease_token = lease_token + 1, due_at = ?, \
-           claims = claims + 1, started_at = COALESCE(started_at, ?), \
+           claims = claims + 1, started_at = COALESCE(started_at, ?), claimed_at = ?, \
            last_event_seq = last_event_seq + 1 \
          WHERE id = ? RETURNING {returning}"
     );
@@ -927,6 +954,7 @@ fn claim_update(worker: &str, lease_end: i64, id: &str, returning: &str) -> Stat
             worker.into(),
             lease_end.into(),
             now_rfc3339().into(),
+            now_ms().into(),
             id.into(),
         ],
     )
@@ -1004,16 +1032,55 @@ pub struct LeaseGuard {
     pub(crate) store: RunStore,
     pub(crate) run_id: String,
     pub(crate) token: i64,
+    /// When the lease ends as far as this process knows (epoch ms): the claim's lease end,
+    /// moved on by every renewal. A write refused for a passing reason is retried until then.
+    lease_until: Arc<AtomicI64>,
 }
 
 /// One fenced write: statements, then events, committed together.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Write {
     pub statements: Vec<Statement>,
     pub events: Vec<(String, &'static str, String)>,
 }
 
+impl Write {
+    pub(crate) fn push(&mut self, write: Write) {
+        self.statements.extend(write.statements);
+        self.events.extend(write.events);
+    }
+}
+
+/// How long a fenced write refused for a passing reason waits before the next try, at first
+/// and at most.
+const WRITE_RETRY_FIRST: Duration = Duration::from_millis(50);
+const WRITE_RETRY_MAX: Duration = Duration::from_secs(1);
+
 impl LeaseGuard {
+    pub(crate) fn new(store: RunStore, run_id: String, token: i64, lease_until: i64) -> Self {
+        LeaseGuard {
+            store,
+            run_id,
+            token,
+            lease_until: Arc::new(AtomicI64::new(lease_until)),
+        }
+    }
+
+    /// A renewal that started at `started` (epoch ms) committed: the lease runs a full term
+    /// from then.
+    pub(crate) fn renewed_at(&self, started: i64) {
+        self.lease_until.fetch_max(
+            started.saturating_add(self.store.lease_ms()),
+            Ordering::SeqCst,
+        );
+    }
+
+    /// Whether the lease is still ours `after` from now, as far as this process knows.
+    pub(crate) fn valid_after(&self, after: Duration) -> bool {
+        let after = i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
+        now_ms().saturating_add(after) < self.lease_until.load(Ordering::SeqCst)
+    }
+
     /// Commits `write` and its events in one fenced transaction: all of it, or nothing and
     /// [`EngineError::LeaseLost`] once another worker holds the run.
     pub(crate) async fn apply(&self, write: Write) -> Result<(), EngineError> {
@@ -1035,7 +1102,34 @@ impl LeaseGuard {
         self.write(Vec::new(), vec![event]).await
     }
 
+    /// Commits one fenced write. A refusal that passes (a busy or locked database, a dropped
+    /// connection, a serialization failure) is retried with backoff while the lease is still
+    /// ours, so a hiccup never makes the run give up work it has done; once the lease would
+    /// end first, the error goes to the executor, which releases the claim.
     async fn write(
+        &self,
+        statements: Vec<Statement>,
+        events: Vec<(String, String, String)>,
+    ) -> Result<(), EngineError> {
+        let mut wait = WRITE_RETRY_FIRST;
+        loop {
+            let started = now_ms();
+            match self.write_once(statements.clone(), events.clone()).await {
+                Ok(()) => {
+                    self.renewed_at(started);
+                    return Ok(());
+                }
+                Err(error) if crate::db::is_transient(&error) && self.valid_after(wait * 2) => {
+                    tracing::warn!(run_id = %self.run_id, %error, retry_in_ms = wait.as_millis() as u64, "fenced write refused; retrying");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(WRITE_RETRY_MAX);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    async fn write_once(
         &self,
         statements: Vec<Statement>,
         events: Vec<(String, String, String)>,

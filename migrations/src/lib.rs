@@ -9,6 +9,7 @@ mod m20261121_000001_init;
 mod m20261122_000001_extractions;
 mod m20261123_000001_pages;
 mod m20261124_000001_trace;
+mod m20261125_000001_run_lifecycle;
 
 pub struct Migrator;
 
@@ -62,6 +63,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000001_extractions::Migration),
             Box::new(m20261123_000001_pages::Migration),
             Box::new(m20261124_000001_trace::Migration),
+            Box::new(m20261125_000001_run_lifecycle::Migration),
         ]
     }
 }
