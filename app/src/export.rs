@@ -12,10 +12,8 @@
 //!   runs of spaces one space, and leading or trailing dots and spaces are dropped, at most
 //!   [`MAX_STEM_CHARS`] characters; an empty result is `document`.
 
-use shelf_engine::sql::SqlExt;
 use std::collections::HashMap;
 
-use sea_orm::ConnectionTrait;
 use serde::Serialize;
 use shelf_documents::citations::{self, TranscriptCitation};
 use shelf_documents::{
@@ -253,9 +251,10 @@ impl Shelf {
         citation_quote: Option<&str>,
     ) -> Result<Export, AppError> {
         let document = self.documents.get(id).await?;
-        let (run_id, text) = latest_succeeded_cleaned(&self.db, id)
+        let cleaned = shelf_documents::latest_succeeded_text(&self.db, id, TEXT_KIND_CLEANED)
             .await?
             .ok_or_else(|| DocumentsError::NoContent { id: id.to_string() })?;
+        let (run_id, text) = (cleaned.run_id, cleaned.body);
         let citation = match citation_quote.filter(|q| !q.trim().is_empty()) {
             Some(quote) if format != ExportFormat::Txt => self.cite(id, quote).await?,
             _ => None,
@@ -360,27 +359,6 @@ pub struct CitedSearchPage {
     pub limit: u64,
     pub offset: u64,
     pub match_mode: shelf_documents::MatchMode,
-}
-
-/// The run id and cleaned text of the document's latest succeeded run that wrote one.
-async fn latest_succeeded_cleaned(
-    conn: &impl ConnectionTrait,
-    document_id: &str,
-) -> Result<Option<(String, String)>, AppError> {
-    let row = conn
-        .query_one_sql(sea_orm::Statement::from_sql_and_values(
-            sea_orm::DbBackend::Sqlite,
-            "SELECT t.run_id AS run_id, t.body AS body FROM document_texts t \
-             JOIN runs r ON r.id = t.run_id \
-             WHERE t.document_id = ? AND t.kind = ? AND r.status = 'succeeded' \
-             ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1",
-            [document_id.into(), TEXT_KIND_CLEANED.into()],
-        ))
-        .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    Ok(Some((row.try_get("", "run_id")?, row.try_get("", "body")?)))
 }
 
 #[cfg(test)]

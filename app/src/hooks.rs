@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sea_orm::Statement;
-use shelf_documents::{DocumentStatus, status_after_cancel_statement, status_statement};
+use shelf_documents::{DocumentStatus, status_after_unsuccessful_run_statement, status_statement};
 use shelf_engine::{Claim, EngineError, RunHooks, RunRecord, RunStatus, StageStatus};
 use tracing::Span;
 use tracing::field::Empty;
@@ -26,8 +26,12 @@ impl RunHooks for DocumentHooks {
                 status_statement(subject, DocumentStatus::Processing)
             }
             RunStatus::Succeeded => status_statement(subject, DocumentStatus::Ready),
-            RunStatus::Failed => status_statement(subject, DocumentStatus::Failed),
-            RunStatus::Canceled => status_after_cancel_statement(subject),
+            RunStatus::Failed => {
+                status_after_unsuccessful_run_statement(subject, DocumentStatus::Failed)
+            }
+            RunStatus::Canceled => {
+                status_after_unsuccessful_run_statement(subject, DocumentStatus::Ingested)
+            }
         }]
     }
 

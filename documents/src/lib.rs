@@ -55,9 +55,9 @@ pub use search::{
 pub use sql::{format_timestamp, now_timestamp};
 pub use store::{
     DocumentStore, check_upload_filename, delete_statements, find_document, set_results,
-    set_results_statement, status_after_cancel_statement, status_statement,
+    set_results_statement, status_after_unsuccessful_run_statement, status_statement,
 };
 pub use texts::{
-    ContentPage, TEXT_KIND_CLEANED, TEXT_KIND_RAW, TextRecord, content_page, get_text, latest_text,
-    put_text, put_text_statement,
+    ContentPage, TEXT_KIND_CLEANED, TEXT_KIND_RAW, TextRecord, content_page, get_text,
+    latest_succeeded_text, latest_text, put_text, put_text_statement,
 };

@@ -15,9 +15,10 @@ pub enum DocumentStatus {
     Ingested,
     /// A run is working on it.
     Processing,
-    /// A cleaned output exists.
+    /// A run of it succeeded: its cleaned output, results and index are what readers see
+    /// (a later run that fails or is canceled leaves it `ready`).
     Ready,
-    /// The last run failed.
+    /// Its runs failed and none ever succeeded.
     Failed,
 }
 

@@ -22,7 +22,6 @@ use crate::paths::{
     check_no_symlinks_now, join_all, owned_upload_components,
 };
 use crate::sql::{begin_immediate, get_u64, lock_document, now_timestamp, stmt, to_i64};
-use crate::texts::TEXT_KIND_CLEANED;
 
 /// Columns of `documents` read into a [`Document`].
 const DOCUMENT_COLUMNS: &str = "pk, id, filename, extension, sha256, byte_size, storage_path, \
@@ -666,16 +665,21 @@ pub fn status_statement(document_id: &str, status: DocumentStatus) -> Statement 
     )
 }
 
-/// `UPDATE` restoring a document's status after its run was canceled: `ready` when a cleaned
-/// text exists, else `ingested`.
-pub fn status_after_cancel_statement(document_id: &str) -> Statement {
+/// `UPDATE` setting a document's status after a run of it failed or was canceled: the run
+/// leaves the document as it was, so `ready` while an earlier run of it succeeded (its results
+/// stand, and what reads the document reads that run), else `otherwise` (`failed` after a
+/// failure, `ingested` after a cancel).
+pub fn status_after_unsuccessful_run_statement(
+    document_id: &str,
+    otherwise: DocumentStatus,
+) -> Statement {
     stmt(
-        "UPDATE documents SET status = CASE WHEN EXISTS (SELECT 1 FROM document_texts \
-         WHERE document_id = ? AND kind = ?) THEN 'ready' ELSE 'ingested' END, updated_at = ? \
+        "UPDATE documents SET status = CASE WHEN EXISTS (SELECT 1 FROM runs \
+         WHERE subject = ? AND status = 'succeeded') THEN 'ready' ELSE ? END, updated_at = ? \
          WHERE id = ?",
         [
             document_id.to_string().into(),
-            TEXT_KIND_CLEANED.into(),
+            otherwise.as_str().into(),
             now_timestamp().into(),
             document_id.to_string().into(),
         ],

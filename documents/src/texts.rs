@@ -97,7 +97,32 @@ pub async fn latest_text(
     row.as_ref().map(text_from_row).transpose()
 }
 
-/// A page of the latest cleaned output: `limit` characters from `offset` (characters).
+/// The newest text of a kind written by a succeeded run of the document: what readers of the
+/// document (its content, export, OKF) see, so a canceled or failed run's texts never show.
+pub async fn latest_succeeded_text(
+    conn: &impl ConnectionTrait,
+    document_id: &str,
+    kind: &str,
+) -> Result<Option<TextRecord>> {
+    let sql = format!(
+        "SELECT {} FROM document_texts t JOIN runs r ON r.id = t.run_id \
+         WHERE t.document_id = ? AND t.kind = ? AND r.status = 'succeeded' \
+         ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1",
+        TEXT_COLUMNS_OF_T
+    );
+    let row = conn
+        .query_one_sql(stmt(
+            &sql,
+            [document_id.to_string().into(), kind.to_string().into()],
+        ))
+        .await?;
+    row.as_ref().map(text_from_row).transpose()
+}
+
+const TEXT_COLUMNS_OF_T: &str =
+    "t.id AS id, t.document_id AS document_id, t.run_id AS run_id, t.kind AS kind, t.body AS body";
+
+/// A page of the cleaned output of the latest succeeded run: `limit` characters from `offset` (characters).
 /// `NotFound` for an unknown document, `NoContent` when it has no cleaned output yet.
 /// Only the page is read from the database, never the whole body.
 pub async fn content_page(
@@ -108,8 +133,10 @@ pub async fn content_page(
 ) -> Result<ContentPage> {
     let row = conn
         .query_one_sql(stmt(
-            "SELECT substr(body, ?, ?) AS page, chars FROM document_texts \
-             WHERE document_id = ? AND kind = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            "SELECT substr(t.body, ?, ?) AS page, t.chars AS chars FROM document_texts t \
+             JOIN runs r ON r.id = t.run_id \
+             WHERE t.document_id = ? AND t.kind = ? AND r.status = 'succeeded' \
+             ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1",
             [
                 // INTEGER arguments: PostgreSQL has no substr(text, bigint, bigint). No body
                 // is near 2^31 characters (both databases cap a value at about 1 GB).

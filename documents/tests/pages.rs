@@ -190,14 +190,8 @@ async fn the_listing_shows_the_latest_run_with_a_summary_and_filters(env: Env) {
         "2026-11-23T09:00:00.000Z",
     )
     .await;
-    add_run(
-        db,
-        "run_new",
-        &doc.id,
-        "running",
-        "2026-11-23T10:00:00.000Z",
-    )
-    .await;
+    // One running run per document (the database refuses two): the newer one waits queued.
+    add_run(db, "run_new", &doc.id, "queued", "2026-11-23T10:00:00.000Z").await;
     put_pages(db, &doc.id, "run_new", &[PageRecord::text_layer(1, "x")])
         .await
         .expect("new");

@@ -9,7 +9,7 @@ use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use shelf_documents::{
     DocumentResults, DocumentStatus, DocumentsError, SourceKind, TextRecord, content_page,
     document_id, find_document, get_text, index_document, latest_text, put_text, set_results,
-    sha256_hex, status_after_cancel_statement, status_statement,
+    sha256_hex, status_after_unsuccessful_run_statement, status_statement,
 };
 use shelf_engine::sql::SqlExt;
 
@@ -285,9 +285,12 @@ async fn results_statuses_and_texts(env: Env) {
         env.store.get(&doc.id).await.expect("get").status,
         DocumentStatus::Processing
     );
-    db.execute_sql(status_after_cancel_statement(&doc.id))
-        .await
-        .expect("cancel");
+    db.execute_sql(status_after_unsuccessful_run_statement(
+        &doc.id,
+        DocumentStatus::Ingested,
+    ))
+    .await
+    .expect("cancel");
     assert_eq!(
         env.store.get(&doc.id).await.expect("get").status,
         DocumentStatus::Ingested
@@ -326,6 +329,32 @@ async fn results_statuses_and_texts(env: Env) {
     );
     assert_eq!(latest_text(db, &doc.id, "raw").await.expect("latest"), None);
 
+    // Readers see the texts of succeeded runs only.
+    let err = content_page(db, &doc.id, 0, 10)
+        .await
+        .expect_err("no succeeded run yet");
+    assert!(matches!(err, DocumentsError::NoContent { .. }));
+    for (run, status) in [("run_1", "succeeded"), ("run_2", "succeeded")] {
+        db.execute_sql(sea_orm::Statement::from_sql_and_values(
+            sea_orm::DbBackend::Sqlite,
+            "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, status, due_at, enqueued_at, created_at) \
+             VALUES (?, ?, 'default', '', '', ?, 0, 0, '2026-01-01T00:00:00Z')",
+            [run.into(), doc.id.clone().into(), status.into()],
+        ))
+        .await
+        .expect("run");
+    }
+    // A run that succeeded makes a later failure leave the document ready.
+    db.execute_sql(status_after_unsuccessful_run_statement(
+        &doc.id,
+        DocumentStatus::Failed,
+    ))
+    .await
+    .expect("failed");
+    assert_eq!(
+        env.store.get(&doc.id).await.expect("get").status,
+        DocumentStatus::Ready
+    );
     let page = content_page(db, &doc.id, 2, 5).await.expect("page");
     assert_eq!(page.text, "ïcödé");
     assert_eq!(page.total_chars, 27);
@@ -351,9 +380,12 @@ async fn results_statuses_and_texts(env: Env) {
         .expect_err("missing");
     assert!(matches!(err, DocumentsError::NotFound { .. }));
 
-    db.execute_sql(status_after_cancel_statement(&doc.id))
-        .await
-        .expect("cancel");
+    db.execute_sql(status_after_unsuccessful_run_statement(
+        &doc.id,
+        DocumentStatus::Ingested,
+    ))
+    .await
+    .expect("cancel");
     assert_eq!(
         env.store.get(&doc.id).await.expect("get").status,
         DocumentStatus::Ready

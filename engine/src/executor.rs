@@ -417,8 +417,11 @@ impl Engine {
     /// executor, a database that kept refusing): running stages become pending again and their
     /// attempts do not count; the next claim is a resume, not a reclaim.
     fn release_write(&self, run: &RunRecord) -> Write {
-        let mut write = effects::requeue(run, None, now_ms());
-        write.statements.push(effects::uncount_running_stages(run));
+        let mut write = Write {
+            statements: vec![effects::uncount_running_stages(run)],
+            events: Vec::new(),
+        };
+        write.push(effects::requeue(run, None, now_ms()));
         write
             .statements
             .extend(self.hooks.on_status(&run.subject, RunStatus::Queued));

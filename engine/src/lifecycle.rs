@@ -495,3 +495,7 @@ impl Lifecycle {
         (self, vec![Effect::Finish { status, error }])
     }
 }
+
+#[cfg(test)]
+#[path = "lifecycle_tests.rs"]
+mod tests;

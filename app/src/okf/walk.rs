@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use sea_orm::{DatabaseConnection, DbBackend, QueryResult, Statement, Value};
 use serde::Serialize;
-use shelf_documents::{Document, TEXT_KIND_CLEANED, dewey, find_document, latest_text};
+use shelf_documents::{Document, TEXT_KIND_CLEANED, dewey, find_document, latest_succeeded_text};
 
 use super::OKF_VERSION;
 use super::render::{
@@ -100,7 +100,8 @@ fn stmt(sql: &str, values: Vec<Value>) -> Statement {
 
 fn has_cleaned() -> String {
     format!(
-        "EXISTS (SELECT 1 FROM document_texts t WHERE t.document_id = d.id AND t.kind = '{TEXT_KIND_CLEANED}')"
+        "EXISTS (SELECT 1 FROM document_texts t JOIN runs r ON r.id = t.run_id \
+         WHERE t.document_id = d.id AND t.kind = '{TEXT_KIND_CLEANED}' AND r.status = 'succeeded')"
     )
 }
 
@@ -253,7 +254,7 @@ async fn render(
     let Some(doc) = find_document(db, id).await? else {
         return Ok(None);
     };
-    let Some(text) = latest_text(db, id, TEXT_KIND_CLEANED).await? else {
+    let Some(text) = latest_succeeded_text(db, id, TEXT_KIND_CLEANED).await? else {
         return Ok(None);
     };
     let Some(dir) = concept_dir(code) else {

@@ -39,6 +39,14 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    /// The SQLite file, on that backend.
+    pub fn sqlite_path(&self) -> Option<std::path::PathBuf> {
+        match &self.target {
+            DatabaseTarget::Sqlite(path) => Some(path.clone()),
+            DatabaseTarget::Postgres(_) => None,
+        }
+    }
+
     pub fn backend(&self) -> Backend {
         match self.target {
             DatabaseTarget::Sqlite(_) => Backend::Sqlite,
@@ -137,6 +145,11 @@ pub struct Probe {
     /// Run ids currently inside a stage, to catch two workers on one run.
     pub active_runs: Mutex<HashMap<String, usize>>,
     pub overlaps: AtomicUsize,
+    /// Subjects currently inside a stage, to catch two runs of one subject at once.
+    pub active_subjects: Mutex<HashMap<String, usize>>,
+    pub subject_overlaps: AtomicUsize,
+    /// Runs in the order their last stage ended.
+    pub finished: Mutex<Vec<String>>,
     pub failures_left: Mutex<HashMap<String, usize>>,
     pub child_pid: Mutex<Option<u32>>,
 }
@@ -208,6 +221,12 @@ impl Stage for Step {
             if *n > 1 {
                 self.probe.overlaps.fetch_add(1, Ordering::SeqCst);
             }
+            let mut subjects = self.probe.active_subjects.lock().unwrap();
+            let n = subjects.entry(ctx.subject.clone()).or_default();
+            *n += 1;
+            if *n > 1 {
+                self.probe.subject_overlaps.fetch_add(1, Ordering::SeqCst);
+            }
         }
         let now = self.probe.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.probe.max_running.fetch_max(now, Ordering::SeqCst);
@@ -219,6 +238,13 @@ impl Stage for Step {
             .unwrap()
             .entry(ctx.run_id.clone())
             .and_modify(|n| *n -= 1);
+        self.probe
+            .active_subjects
+            .lock()
+            .unwrap()
+            .entry(ctx.subject.clone())
+            .and_modify(|n| *n -= 1);
+        self.probe.finished.lock().unwrap().push(ctx.run_id.clone());
         result
     }
 }

@@ -3,6 +3,7 @@
 
 mod common;
 mod executor;
+mod lifecycle;
 #[path = "../../../tests/support/pg_cluster.rs"]
 mod pg_cluster;
 mod pg_cluster_selftest;

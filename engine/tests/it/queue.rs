@@ -150,32 +150,59 @@ async fn an_expired_lease_is_reclaimed_and_the_stale_worker_is_fenced_off(backen
     );
 }
 
+/// Heartbeats renew the lease while a stage runs: the test watches the lease end move on
+/// three times while nobody else can claim the run. The lease is 200 heartbeats long, so only a
+/// machine stalled for 10 s could let it lapse; nothing depends on how fast renewals come.
 async fn heartbeats_keep_a_long_stage_from_being_reclaimed(backend: Backend) {
     let (dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
-    let owner = engine(&db, &probe, short_lease());
+    let config = EngineConfig {
+        lease: Duration::from_secs(10),
+        heartbeat: Duration::from_millis(50),
+        max_reclaims: 3,
+    };
+    let owner = engine(&db, &probe, config.clone());
     let p = compile(
         &owner,
-        "version: 1\nstages:\n  a: { uses: step, with: { sleep_ms: 1200 } }\n",
+        "version: 1\nstages:\n  a: { uses: step, with: { sleep_ms: 600000 } }\n",
     );
     let run = owner.submit("s", &p, json!({})).await.unwrap();
     let claim = owner.claim("owner", None).await.unwrap().unwrap();
+    let mut lease_end = claim.run.due_at;
     let exec = {
         let owner = owner.clone();
         tokio::spawn(async move { owner.execute(claim, CancellationToken::new()).await })
     };
     let db2 = connect(&dir).await;
-    let other = engine(&db2, &probe, short_lease());
-    for _ in 0..10 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let other = engine(&db2, &probe, config);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut renewals = 0;
+    while renewals < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease was never renewed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let due = owner
+            .store()
+            .get_run(&run.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .due_at;
+        if due > lease_end {
+            renewals += 1;
+            lease_end = due;
+        }
         assert!(
             other.claim("other", None).await.unwrap().is_none(),
             "lease is renewed"
         );
     }
+    owner.cancel(&run.id).await.unwrap();
     assert_eq!(
         exec.await.unwrap().unwrap(),
-        ClaimOutcome::Finished(RunStatus::Succeeded)
+        ClaimOutcome::Finished(RunStatus::Canceled)
     );
     assert_eq!(
         owner
