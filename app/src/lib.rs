@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod okf;
 pub mod pipelines;
 pub mod providers;
+pub mod queue;
 pub mod readiness;
 pub mod runs;
 pub mod settings;
@@ -24,6 +25,7 @@ pub mod uploads;
 
 pub use error::AppError;
 pub use export::{Export, ExportFormat};
+pub use queue::QueueReport;
 pub use runs::{RunView, StageView};
 pub use settings::Settings;
 pub use shelf::{ProcessingMode, Shelf};

@@ -173,6 +173,10 @@ pub enum LogFormat {
     Text,
 }
 
+/// Most in-process executors `shelf api` takes (`SHELF_API_WORKERS`, `--workers`): a bound
+/// that catches a mistyped count before it opens that many runs at once.
+pub const MAX_API_WORKERS: usize = 256;
+
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub data_dir: PathBuf,
@@ -248,6 +252,9 @@ pub struct Settings {
     /// A connection with no bytes either way for this long is closed once its response (if
     /// any) is sent.
     pub api_keep_alive_timeout_seconds: u64,
+    /// Queue executors `shelf api` runs in its own process (`--workers` overrides): each
+    /// claims queued runs like `shelf worker`. 0, the default, keeps the API to enqueueing.
+    pub api_workers: usize,
 
     pub log_format: LogFormat,
     pub log_level: String,
@@ -623,6 +630,7 @@ impl Settings {
                 75,
                 count,
             ),
+            api_workers: r.parse("SHELF_API_WORKERS", 0, count),
             log_format,
             log_level_set: vars
                 .get("SHELF_LOG_LEVEL")
@@ -640,6 +648,11 @@ impl Settings {
         let mut problems = r.problems;
         if settings.worker_concurrency == 0 {
             problems.push("SHELF_WORKER_CONCURRENCY must be at least 1".into());
+        }
+        if settings.api_workers > MAX_API_WORKERS {
+            problems.push(format!(
+                "SHELF_API_WORKERS must be between 0 and {MAX_API_WORKERS}"
+            ));
         }
         if settings.llm_max_concurrency == 0 {
             problems.push("SHELF_LLM_MAX_CONCURRENCY must be at least 1".into());
@@ -817,6 +830,7 @@ impl Settings {
                 "trusted_proxy_cidrs": self.api_trusted_proxy_cidrs.iter().map(|n| format!("{}/{}", n.addr, n.prefix)).collect::<Vec<_>>(),
                 "header_read_timeout_seconds": self.api_header_read_timeout_seconds,
                 "keep_alive_timeout_seconds": self.api_keep_alive_timeout_seconds,
+                "workers": self.api_workers,
             },
             "logging": {
                 "format": self.log_format,
@@ -894,6 +908,22 @@ mod tests {
             ]),
             3
         );
+    }
+
+    #[test]
+    fn api_workers_default_to_none_and_are_bounded() {
+        let of = |value: Option<&str>| {
+            let mut all = vec![("HOME", "/home/u")];
+            all.extend(value.map(|v| ("SHELF_API_WORKERS", v)));
+            Settings::from_vars(&vars(&all))
+        };
+        assert_eq!(of(None).unwrap().api_workers, 0);
+        assert_eq!(of(Some("3")).unwrap().api_workers, 3);
+        assert_eq!(of(Some("256")).unwrap().api_workers, 256);
+        for bad in ["257", "-1", "two"] {
+            let e = of(Some(bad)).unwrap_err();
+            assert!(e.to_string().contains("SHELF_API_WORKERS"), "{bad}: {e}");
+        }
     }
 
     #[test]

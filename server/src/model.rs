@@ -348,6 +348,44 @@ pub struct RunList {
     pub offset: u64,
 }
 
+/// `GET /queue`: runs waiting for a worker and whether any worker is taking them.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct QueueOut {
+    /// Queued runs, due or not.
+    pub queued: u64,
+    /// Queued runs whose due time has come (a delayed retry is queued but not yet due).
+    pub due: u64,
+    pub running: u64,
+    /// Running runs whose lease lapsed (their executor died or was cut off); a worker reclaims
+    /// them.
+    pub expired_leases: u64,
+    /// Age in whole seconds of the oldest due queued run or expired lease; null when none.
+    pub oldest_due_age_seconds: Option<u64>,
+    /// RFC 3339 time of the latest claim of a run by any worker or in-process execution; null
+    /// if no run was ever claimed.
+    pub last_claim_at: Option<String>,
+    /// Whether a run was claimed within the last 60 s.
+    pub workers_seen_recently: bool,
+    /// Set when runs have been due for over 60 s and no run was claimed in that time; says
+    /// what to start.
+    pub warning: Option<String>,
+}
+
+impl From<shelf_app::QueueReport> for QueueOut {
+    fn from(q: shelf_app::QueueReport) -> Self {
+        QueueOut {
+            queued: q.queued,
+            due: q.due,
+            running: q.running,
+            expired_leases: q.expired_leases,
+            oldest_due_age_seconds: q.oldest_due_age_seconds,
+            last_claim_at: q.last_claim_at,
+            workers_seen_recently: q.workers_seen_recently,
+            warning: q.warning,
+        }
+    }
+}
+
 /// A cancel's result: the run, and whether it was canceled at once (`canceled`) or its worker
 /// was asked to stop (`requested`).
 #[derive(Debug, Clone, Serialize, ToSchema)]

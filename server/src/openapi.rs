@@ -15,7 +15,7 @@ use crate::error::{ErrorBody, ErrorDetail, LocSegment, ValidationIssue};
 use crate::metrics;
 use crate::model::*;
 use crate::policy::{Access, required_access};
-use crate::routes::{documents, events, imports, okf, runs, search, service};
+use crate::routes::{documents, events, imports, okf, queue, runs, search, service};
 
 /// Names of the two security schemes; either one satisfies a protected operation.
 pub const API_KEY_SCHEME: &str = "api_key";
@@ -33,7 +33,7 @@ pub const BEARER_SCHEME: &str = "bearer";
         documents::reprocess, documents::content, documents::pages, documents::export,
         okf::concept, okf::bundle,
         imports::create, imports::status, imports::page_manifest,
-        runs::create, runs::list, runs::get, runs::cancel, runs::retry,
+        runs::create, runs::list, runs::get, runs::cancel, runs::retry, queue::get,
         events::lines, events::records, events::stream_lines, events::stream_records,
         search::ids, search::results, search::facets,
         service::health, service::ready, service::version, service::classifications,
@@ -44,7 +44,7 @@ pub const BEARER_SCHEME: &str = "bearer";
         DocumentOut, DocumentList, DeletedOut, ContentPageOut, UploadForm,
         BatchUploadForm, BatchItemOut, BatchOut,
         PageListingOut, PageOut, PageSummaryOut, DocumentExportOut, TranscriptCitationOut,
-        RunOut, StageOut, RunList, CancelOut, CreateRun, Reprocess, RunProcessingMode,
+        RunOut, StageOut, RunList, QueueOut, CancelOut, CreateRun, Reprocess, RunProcessingMode,
         runs::RetryIn,
         EventRecordOut, EventLines, EventRecords, SseEvent,
         SearchIn, FacetsIn, DocumentStatusIn, SearchScopeIn, MatchModeIn, SearchIdsOut, SearchHitOut, SearchResultsOut, FacetCountOut, FacetsOut,

@@ -1,7 +1,8 @@
 //! Binding and serving: the public-bind rule (anything but loopback needs an API key and
-//! `SHELF_API_IMPORT_ROOT`), the listener, and graceful shutdown: when the token trips, new
-//! connections stop, in-flight requests finish, event streams end, in-process runs go back to
-//! the queue, and queued audit events are written, each within a grace period.
+//! `SHELF_API_IMPORT_ROOT`), the listener, the in-process queue workers of `--workers`, and
+//! graceful shutdown: when the token trips, new connections stop, in-flight requests finish,
+//! event streams end, in-process runs (the workers' too) go back to the queue, and queued
+//! audit events are written, each within a grace period.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -155,6 +156,22 @@ impl Listener {
 impl BoundServer {
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// Starts the queue worker `shelf worker` runs, in this process, executing up to `count`
+    /// runs at once (`shelf api --workers N`): it claims queued runs and reclaims lapsed
+    /// leases like any worker. It stops on the server's shutdown token, releasing its
+    /// in-flight runs to the queue with their checkpoints, and the server waits for it as for
+    /// other background work. 0 starts none: the API only enqueues.
+    pub fn start_workers(&self, count: usize) {
+        if count == 0 {
+            return;
+        }
+        let shelf = self.state.shelf.clone();
+        let shutdown = self.state.shutdown.clone();
+        self.state
+            .tasks
+            .spawn(async move { shelf.work(count, shutdown).await });
     }
 
     /// Serves until the shutdown token trips, then drains (see the module docs).

@@ -4,7 +4,7 @@
 //! replaced by its normalized source with a warning event.
 
 use async_trait::async_trait;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -82,15 +82,17 @@ impl Stage for Clean {
             .iter()
             .map(|c| self.clean_chunk(ctx, c, prompt_version, total))
             .collect();
-        let results: Vec<Result<(CleanedChunk, bool), StageError>> = futures::stream::iter(pending)
+        // The first failed chunk fails the stage: `try_collect` returns at once and drops the
+        // chunks still in flight, and no further chunk is sent, so no call is paid for whose
+        // answer would be thrown away.
+        let results: Vec<(CleanedChunk, bool)> = futures::stream::iter(pending)
             .buffered(self.concurrency)
-            .collect()
-            .await;
+            .try_collect()
+            .await?;
         let mut cleaned = Vec::with_capacity(total);
         let mut fallbacks = 0;
         let mut reused = 0;
-        for result in results {
-            let (chunk, was_reused) = result?;
+        for (chunk, was_reused) in results {
             fallbacks += usize::from(chunk.fallback);
             reused += usize::from(was_reused);
             cleaned.push(chunk.text);

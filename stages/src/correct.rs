@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -154,15 +154,15 @@ impl Stage for Correct {
             .iter()
             .map(|page| self.correct_page(ctx, page))
             .collect();
-        let results: Vec<Result<(u32, CorrectedPage, bool), StageError>> =
-            futures::stream::iter(pending)
-                .buffered(self.concurrency)
-                .collect()
-                .await;
+        // The first failed page fails the stage: `try_collect` returns at once and drops the
+        // pages still in flight, and no further page is sent to the model.
+        let results: Vec<(u32, CorrectedPage, bool)> = futures::stream::iter(pending)
+            .buffered(self.concurrency)
+            .try_collect()
+            .await?;
         let mut verdicts: HashMap<u32, CorrectedPage> = HashMap::new();
         let mut reused = 0usize;
-        for result in results {
-            let (number, page, was_reused) = result?;
+        for (number, page, was_reused) in results {
             reused += usize::from(was_reused);
             verdicts.insert(number, page);
         }

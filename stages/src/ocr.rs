@@ -146,6 +146,9 @@ impl Stage for Ocr {
         let control = Control::new(Arc::new(AtomicBool::new(false)));
         let started = Instant::now();
         let reading = futures::stream::iter(wanted.iter().copied())
+            // Once a page failed or the run was canceled no further page starts, so the drain
+            // below waits only for the pages already in flight.
+            .take_while(|_| std::future::ready(!control.is_canceled()))
             .map(|number| self.read_page(ctx, &source, &document.id, number, &control))
             .buffer_unordered(self.settings.page_concurrency.max(1));
         let mut reading = std::pin::pin!(reading);

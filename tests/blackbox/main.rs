@@ -9,6 +9,7 @@ mod cluster;
 mod container;
 mod crash;
 mod export;
+mod fake_model;
 mod formats;
 mod fresh;
 mod imports;
@@ -18,6 +19,8 @@ mod okf;
 mod pages;
 #[path = "../support/pg_cluster.rs"]
 mod pg_cluster;
+mod process_signals;
+mod queue;
 mod support;
 mod telemetry;
 mod tidy;

@@ -2,11 +2,13 @@
 //! needs only settings, so a refused bind creates no data directory or database), then opens
 //! the storage (creating and migrating a new database), then prints one line to stdout
 //! (`shelf api listening on http://HOST:PORT`), which scripts and tests read for the port when
-//! `--port 0` picked one.
+//! `--port 0` picked one. With `--workers N` (`SHELF_API_WORKERS`) the process also executes
+//! queued runs, as `shelf worker --concurrency N` would: a single-process deployment.
 
 use std::process::ExitCode;
 
 use shelf_app::Shelf;
+use shelf_app::settings::MAX_API_WORKERS;
 use shelf_server::ServerOptions;
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +24,11 @@ pub struct Args {
     /// Port (default: SHELF_API_PORT, else 8080; 0 picks a free one).
     #[arg(long)]
     port: Option<u16>,
+    /// Queued runs this process executes at once, like `shelf worker --concurrency N`
+    /// (default: SHELF_API_WORKERS, else 0: the API only enqueues, and runs wait for
+    /// `shelf worker`).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_API_WORKERS as u64))]
+    workers: Option<u64>,
 }
 
 pub async fn run(args: Args) -> CliResult {
@@ -29,6 +36,10 @@ pub async fn run(args: Args) -> CliResult {
     crate::logging::init(&settings, false, false)?;
     let host = args.host.unwrap_or_else(|| settings.api_host.clone());
     let port = args.port.unwrap_or(settings.api_port);
+    // The range check above keeps the flag within MAX_API_WORKERS, so it fits a usize.
+    let workers = args
+        .workers
+        .map_or(settings.api_workers, |n| usize::try_from(n).unwrap_or(0));
     // The bind rule reads only settings: a refused public bind touches no storage.
     let listener = shelf_server::bind(&settings, &host, port)
         .await
@@ -39,6 +50,7 @@ pub async fn run(args: Args) -> CliResult {
         .map_err(|e| Failure::from_app(e, false))?;
     let shutdown = CancellationToken::new();
     let server = listener.serve(shelf, shutdown.clone(), ServerOptions::default());
+    server.start_workers(workers);
     crate::signals::stop_on_signal(shutdown);
     super::announce("shelf api", server.local_addr())?;
     server.run().await.map_err(|e| {

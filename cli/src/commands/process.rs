@@ -1,7 +1,11 @@
 //! `shelf process DOC_ID`: create a run for an ingested document and process it here (default)
-//! or queue it for a worker.
+//! or queue it for a worker. SIGINT or SIGTERM releases a run being processed here back to the
+//! queue, checkpoints kept, and exits 130 or 143.
+
+use std::process::ExitCode;
 
 use shelf_app::ProcessingMode;
+use tokio_util::sync::CancellationToken;
 
 use crate::CliResult;
 use crate::output::{EXIT_FAILED, OrFail};
@@ -34,8 +38,16 @@ pub async fn run(args: Args) -> CliResult {
         Mode::Process => ProcessingMode::Process,
         Mode::Queue => ProcessingMode::Queue,
     };
+    // Ctrl-C or SIGTERM stops the work here instead of killing the process: the engine puts
+    // the run back in the queue with its checkpoints (not a reclaim), so `shelf worker`
+    // finishes it without redoing finished stages. `--mode queue` has no work here to stop.
+    let shutdown = CancellationToken::new();
+    let received = match args.mode {
+        Mode::Process => Some(crate::signals::stop_on_signal(shutdown.clone())),
+        Mode::Queue => None,
+    };
     let bar = crate::progress::bar(1);
-    let work = shelf.process(&args.document_id, args.pipeline.as_deref(), mode);
+    let work = shelf.process_until(&args.document_id, args.pipeline.as_deref(), mode, shutdown);
     let run = crate::progress::track(&shelf, &bar, &args.document_id, &args.document_id, work)
         .await
         .or_fail(args.json)?
@@ -44,5 +56,16 @@ pub async fn run(args: Args) -> CliResult {
         })?;
     bar.finish_and_clear();
     // The exit code says whether the run failed.
-    super::runs::show_run(&shelf, &run.id, args.json, false, true).await
+    let shown = super::runs::show_run(&shelf, &run.id, args.json, false, true).await?;
+    // A signal that came after the run ended changed nothing: the run's outcome stands.
+    match received.and_then(|r| r.exit_code()) {
+        Some(code) if !run.status.is_terminal() => {
+            eprintln!(
+                "interrupted: run {} is back in the queue with its checkpoints; `shelf worker` finishes it",
+                run.id
+            );
+            Ok(ExitCode::from(code))
+        }
+        _ => Ok(shown),
+    }
 }

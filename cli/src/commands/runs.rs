@@ -1,10 +1,12 @@
 //! `shelf runs [RUN_ID]`: list runs, or show one with its stages and events; `--follow`
-//! prints events as they happen until the run ends.
+//! prints events as they happen until the run ends. The list warns (on stderr, or as
+//! `queue_warning` with `--json`) when runs wait and no worker claims them.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use shelf_app::Shelf;
+use shelf_app::engine::RunStatus;
 
 use crate::CliResult;
 use crate::output::{EXIT_FAILED, OrFail, print_json};
@@ -36,11 +38,16 @@ pub async fn run(args: Args) -> CliResult {
                 .list_runs(args.document.as_deref(), args.limit.min(1000), args.offset)
                 .await
                 .or_fail(args.json)?;
+            let warning = queue_warning(&shelf).await;
             if args.json {
                 print_json(&serde_json::json!({
                     "runs": runs, "total": total, "limit": args.limit, "offset": args.offset,
+                    "queue_warning": warning,
                 }));
             } else {
+                if let Some(warning) = &warning {
+                    eprintln!("warning: {warning}");
+                }
                 println!(
                     "{:<21} {:<10} {:<10} {:<21} CREATED",
                     "RUN", "STATUS", "STAGE", "DOCUMENT"
@@ -62,6 +69,18 @@ pub async fn run(args: Args) -> CliResult {
     }
 }
 
+/// The queue's warning, if runs wait with nothing claiming them. Listing runs does not fail
+/// over it: a failed read is logged and no warning is given.
+async fn queue_warning(shelf: &Shelf) -> Option<String> {
+    match shelf.queue_report().await {
+        Ok(report) => report.warning,
+        Err(error) => {
+            tracing::warn!(%error, "reading the queue's health failed");
+            None
+        }
+    }
+}
+
 /// Prints one run (and follows it). When the caller waited for the run (`--follow`, `shelf
 /// process`), the exit code says whether it failed; a plain look at a run exits 0.
 pub async fn show(shelf: &Shelf, id: &str, json: bool, follow: bool) -> CliResult {
@@ -76,6 +95,17 @@ pub async fn show_run(
     exit_on_status: bool,
 ) -> CliResult {
     let mut after = 0i64;
+    if !json
+        && shelf
+            .run(id)
+            .await
+            .is_ok_and(|r| r.status == RunStatus::Queued)
+    {
+        // Said first: a followed run that nothing will claim would otherwise wait in silence.
+        if let Some(warning) = queue_warning(shelf).await {
+            eprintln!("warning: {warning}");
+        }
+    }
     if follow && !json {
         loop {
             let events = shelf.events(id, after as u64, 500).await.or_fail(json)?;

@@ -53,7 +53,8 @@ pub struct ImportIn {
     pub recursive: Option<bool>,
     /// Replace existing outputs (default false: such files are `skipped`).
     pub overwrite: Option<bool>,
-    /// `process` (default: runs here, the response waits), `queue` (for `shelf worker`) or
+    /// `process` (default: runs here, the response waits; a client that disconnects does not
+    /// stop it), `queue` (for a worker: `shelf worker` or `shelf api --workers N`) or
     /// `none` (ingest and convert only).
     pub processing_mode: Option<String>,
     /// JSON file under the root where the report is written after every file. An existing
@@ -87,7 +88,9 @@ impl From<ImportIn> for ImportRequest {
 /// its output, plus a `<output>.pages.json` page manifest for PDFs and images. Directory
 /// imports are capped by `SHELF_API_MAX_IMPORT_FILES` and `SHELF_API_MAX_IMPORT_BYTES` before
 /// any conversion. Answers the import report once every file has its record; a file's
-/// failure is a record, not an error.
+/// failure is a record, not an error. The import does not hang on the request: a client that
+/// disconnects leaves it going to the end (its runs finish; on shutdown they go back to the
+/// queue), and the manifest, if any, follows its progress.
 #[utoipa::path(
     post, path = "/imports", operation_id = "create_import", tag = "imports",
     request_body = ImportIn,
@@ -102,17 +105,22 @@ pub async fn create(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<ImportIn>,
 ) -> Result<Json<shelf_app::imports::ImportReport>, ApiError> {
-    let shelf = &state.shelf;
-    let boundary = Boundary::root(shelf.settings.api_import_root.as_deref())?;
-    let report = shelf
-        .import(
-            &body.into(),
-            &boundary,
-            shelf.api_import_limits(),
-            &state.shutdown,
-            &mut |_| {},
-        )
-        .await?;
+    let boundary = Boundary::root(state.shelf.settings.api_import_root.as_deref())?;
+    let request = ImportRequest::from(body);
+    let shelf = state.shelf.clone();
+    let shutdown = state.shutdown.clone();
+    // The import runs on a task of its own, not in this request's future: axum drops the
+    // future of a request whose client went away, which would drop the import mid-run and
+    // leave its run `running` with nothing to finish it. Detached, the import goes through its
+    // files whether or not anyone waits for the report, and on shutdown releases its run to
+    // the queue (the server waits for tracked tasks).
+    let import = state.tasks.spawn(async move {
+        let limits = shelf.api_import_limits();
+        shelf
+            .import(&request, &boundary, limits, &shutdown, &mut |_| {})
+            .await
+    });
+    let report = import.await.map_err(ApiError::internal)??;
     Ok(Json(report))
 }
 

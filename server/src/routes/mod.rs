@@ -4,6 +4,7 @@ pub mod documents;
 pub mod events;
 pub mod imports;
 pub mod okf;
+pub mod queue;
 pub mod runs;
 pub mod search;
 pub mod service;
@@ -35,6 +36,7 @@ pub fn routes() -> Router<AppState> {
         .route("/runs/{id}", get(runs::get))
         .route("/runs/{id}/cancel", post(runs::cancel))
         .route("/runs/{id}/retry", post(runs::retry))
+        .route("/queue", get(queue::get))
         .route("/runs/{id}/events", get(events::lines))
         .route("/runs/{id}/events/records", get(events::records))
         .route("/runs/{id}/events/stream", get(events::stream_lines))

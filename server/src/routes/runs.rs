@@ -15,8 +15,9 @@ use crate::model::{CancelOut, CreateRun, RunList, RunOut, RunProcessingMode, che
 use crate::state::AppState;
 
 /// Creates a queued run for a document; with `process`, this API process then executes it in
-/// the background. On shutdown that execution stops and the run goes back to the queue with its
-/// checkpoints, so a worker (or the next API process) resumes it.
+/// the background, detached from the request. On shutdown that execution stops and the run
+/// goes back to the queue with its checkpoints, where only a worker takes it up again: `shelf
+/// worker`, or an API started with `--workers N`. An API without workers never resumes a run.
 pub async fn start_run(
     state: &AppState,
     document_id: &str,
@@ -51,8 +52,10 @@ fn process_in_background(state: &AppState, run_id: String) {
 
 /// Create a run
 ///
-/// `processing_mode`: `queue` (default) leaves the run to `shelf worker`; `process` executes it
-/// in this API process in the background. Either way the response is the new run.
+/// `processing_mode`: `queue` (default) leaves the run to a worker (`shelf worker`, or an API
+/// started with `--workers N`; `GET /queue` warns when none claims it); `process` executes it
+/// in this API process in the background, detached from the request. Either way the response
+/// is the new run.
 #[utoipa::path(
     post, path = "/runs", operation_id = "create_run", tag = "runs",
     request_body = CreateRun,

@@ -28,6 +28,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("GET", "/runs/{id}", "read"),
     ("POST", "/runs/{id}/cancel", "write"),
     ("POST", "/runs/{id}/retry", "write"),
+    ("GET", "/queue", "read"),
     ("GET", "/runs/{id}/events", "read"),
     ("GET", "/runs/{id}/events/records", "read"),
     ("GET", "/runs/{id}/events/stream", "read"),

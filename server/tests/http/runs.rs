@@ -206,3 +206,117 @@ async fn broken_pipelines_and_failed_submissions() {
         .assert_error(503, "run_submission_failed");
     assert!(!body["detail"].as_str().unwrap_or("").contains("fire"));
 }
+
+/// `GET /queue`: counts, the age of the oldest due run and the latest claim, and a warning
+/// once runs have been due for over a minute with no claim in that time. Times are moved in
+/// the database instead of waited for, so nothing depends on how fast the test runs.
+#[tokio::test]
+async fn the_queue_tells_waiting_runs_and_whether_anything_claims_them() {
+    let app = TestApp::new().await;
+    let empty = app.get("/queue").await;
+    assert_eq!(empty.status, 200, "{}", empty.text());
+    assert_eq!(
+        empty.json(),
+        json!({
+            "queued": 0, "due": 0, "running": 0, "expired_leases": 0,
+            "oldest_due_age_seconds": null, "last_claim_at": null,
+            "workers_seen_recently": false, "warning": null,
+        })
+    );
+
+    let doc = app.upload_ok("horses.txt", TEXT).await;
+    let run = app
+        .post_json("/runs", json!({"document_id": doc}))
+        .await
+        .json();
+    let id = run["id"].as_str().expect("id").to_string();
+    let queue = app.get("/queue").await.json();
+    assert_eq!(
+        (queue["queued"].as_u64(), queue["due"].as_u64()),
+        (Some(1), Some(1)),
+        "{queue}"
+    );
+    assert!(queue["oldest_due_age_seconds"].is_u64(), "{queue}");
+    assert_eq!(queue["last_claim_at"], serde_json::Value::Null, "{queue}");
+
+    // Due two minutes ago, never claimed: the warning says what to start.
+    app.sql(&format!(
+        "UPDATE runs SET due_at = due_at - 120000 WHERE id = '{id}'"
+    ))
+    .await;
+    let queue = app.get("/queue").await.json();
+    assert!(
+        queue["oldest_due_age_seconds"].as_u64() >= Some(120),
+        "{queue}"
+    );
+    let warning = queue["warning"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{queue}"));
+    assert!(
+        warning.starts_with("1 run is waiting, the oldest for ")
+            && warning.contains("no worker has ever claimed a run")
+            && warning.ends_with("start `shelf worker` or `shelf api --workers N`"),
+        "{warning}"
+    );
+
+    // A claim long ago is no better than none; one stamped ahead of this clock (another host's)
+    // counts as recent.
+    app.sql("UPDATE runs SET claimed_at = 1000").await;
+    let queue = app.get("/queue").await.json();
+    assert_eq!(
+        queue["last_claim_at"], "1970-01-01T00:00:01.000Z",
+        "{queue}"
+    );
+    assert_eq!(queue["workers_seen_recently"], false, "{queue}");
+    assert!(
+        queue["warning"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("1 run is waiting and no worker has claimed a run for ")),
+        "{queue}"
+    );
+    app.sql("UPDATE runs SET claimed_at = 4102444800000").await;
+    let queue = app.get("/queue").await.json();
+    assert_eq!(queue["workers_seen_recently"], true, "{queue}");
+    assert_eq!(queue["warning"], serde_json::Value::Null, "{queue}");
+
+    // A lapsed lease waits for a worker to reclaim it, like a due run.
+    app.sql(&format!(
+        "UPDATE runs SET status = 'running', lease_owner = 'gone', due_at = 1000, claimed_at = 1000 \
+         WHERE id = '{id}'"
+    ))
+    .await;
+    let queue = app.get("/queue").await.json();
+    assert_eq!(
+        (
+            queue["queued"].as_u64(),
+            queue["running"].as_u64(),
+            queue["expired_leases"].as_u64()
+        ),
+        (Some(0), Some(1), Some(1)),
+        "{queue}"
+    );
+    assert!(queue["warning"].as_str().is_some(), "{queue}");
+}
+
+/// A run this process executes is claimed like a worker's: `last_claim_at` is set.
+#[tokio::test]
+async fn an_in_process_run_is_a_claim() {
+    let app = TestApp::new().await;
+    let doc = app.upload_ok("horses.txt", TEXT).await;
+    let run = app
+        .post_json(
+            "/runs",
+            json!({"document_id": doc, "processing_mode": "process"}),
+        )
+        .await
+        .json();
+    let done = app.wait_terminal(run["id"].as_str().expect("id")).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let queue = app.get("/queue").await.json();
+    assert!(queue["last_claim_at"].is_string(), "{queue}");
+    assert_eq!(
+        (queue["queued"].as_u64(), queue["running"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(queue["warning"], serde_json::Value::Null, "{queue}");
+}

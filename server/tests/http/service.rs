@@ -19,7 +19,7 @@ async fn health_version_and_classifications() {
     let version = app.get("/version").await.json();
     assert_eq!(version["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(version["okf_version"], "0.1");
-    assert_eq!(version["schema_version"], "m20261124_000001_trace");
+    assert_eq!(version["schema_version"], "m20261125_000001_run_lifecycle");
     assert!(version["git_sha"].as_str().is_some_and(|s| !s.is_empty()));
 
     let classes = app.get("/classifications").await.json();
@@ -53,7 +53,8 @@ async fn ready_checks_storage_database_and_migrations() {
             "m20261121_000001_init",
             "m20261122_000001_extractions",
             "m20261123_000001_pages",
-            "m20261124_000001_trace"
+            "m20261124_000001_trace",
+            "m20261125_000001_run_lifecycle"
         ])
     );
 

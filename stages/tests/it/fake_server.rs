@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,6 +44,9 @@ pub enum Reply {
     Hang,
     /// A 200 whose chunked body never ends.
     Endless,
+    /// The reply this future gives, sent when it is ready: a test holds one request until
+    /// others have arrived.
+    Later(Pin<Box<dyn Future<Output = Reply> + Send>>),
 }
 
 pub type Script = dyn Fn(usize, &Request) -> Reply + Send + Sync;
@@ -98,7 +103,12 @@ async fn serve(
         all.push(request.clone());
         all.len() - 1
     };
-    match script(index, &request) {
+    let mut reply = script(index, &request);
+    while let Reply::Later(later) = reply {
+        reply = later.await;
+    }
+    match reply {
+        Reply::Later(_) => {}
         Reply::Respond {
             status,
             headers,

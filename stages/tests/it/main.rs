@@ -2,6 +2,7 @@
 //! providers through the real engine on real SQLite files, and the generic-compatible provider
 //! against a fake OpenAI-compatible server on 127.0.0.1.
 
+mod clean_failures;
 mod extraction;
 mod fake_server;
 mod ocr;
