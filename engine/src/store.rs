@@ -813,12 +813,17 @@ impl RunStore {
     }
 
     /// The earliest due time among runs a worker could take, if any: a cheap indexed read that
-    /// idle workers poll instead of attempting write transactions.
+    /// idle workers poll instead of attempting write transactions. A run waiting behind an
+    /// earlier run of its subject is not one a worker could take: counting it would have idle
+    /// workers try a claim at every poll for as long as the earlier run lasts.
     pub async fn next_due_at(&self) -> Result<Option<i64>, EngineError> {
         let row = self
             .db
             .query_one_sql(stmt(
-                "SELECT MIN(due_at) AS due FROM runs WHERE status IN ('queued', 'running')",
+                "SELECT r.due_at AS due FROM runs r WHERE r.status IN ('queued', 'running') \
+                 AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.subject = r.subject \
+                   AND e.status IN ('queued', 'running') AND e.rowid < r.rowid) \
+                 ORDER BY r.due_at LIMIT 1",
                 vec![],
             ))
             .await?;

@@ -158,6 +158,14 @@ async fn the_database_refuses_a_second_running_run_of_a_subject(backend: Backend
     // The second run waits for the first, even when asked for by id.
     assert!(e.claim("w", None).await.unwrap().is_none());
     assert!(e.claim("w", Some(&second.id)).await.unwrap().is_none());
+    // Idle workers do not see the waiting run as due (they would try a claim at every poll).
+    let next_due = e
+        .store()
+        .next_due_at()
+        .await
+        .unwrap()
+        .expect("the first run's lease end");
+    assert!(next_due > second.due_at, "the waiting run counted as due");
     // Whatever a claim did, the database itself refuses two running runs of one subject.
     let forced = shelf_engine::sql::SqlExt::execute_sql(
         &db,
