@@ -299,7 +299,7 @@ impl Engine {
             claim.token,
             claim.run.due_at,
         );
-        let mut release = ReleaseOnDrop::new(guard.clone(), self.release_write(&claim.run));
+        let mut release = ReleaseOnDrop::new(self.clone(), guard.clone(), claim.run.clone());
         let (signals, mut inbox) = tokio::sync::mpsc::unbounded_channel();
         let heartbeat = heartbeat_loop(guard.clone(), self.config.heartbeat, signals);
         let span = self.hooks.claim_span(&claim.run);
@@ -735,15 +735,15 @@ fn duration_ms(d: Duration) -> i64 {
 
 /// Gives the claim back to the queue if the executor is dropped before it ended the claim
 /// itself (its caller went away). The release is fenced, so a claim already lost writes
-/// nothing.
+/// nothing; its write is only built when it is needed.
 struct ReleaseOnDrop {
-    pending: Option<(LeaseGuard, Write)>,
+    pending: Option<(Engine, LeaseGuard, RunRecord)>,
 }
 
 impl ReleaseOnDrop {
-    fn new(guard: LeaseGuard, write: Write) -> Self {
+    fn new(engine: Engine, guard: LeaseGuard, run: RunRecord) -> Self {
         ReleaseOnDrop {
-            pending: Some((guard, write)),
+            pending: Some((engine, guard, run)),
         }
     }
 
@@ -754,22 +754,19 @@ impl ReleaseOnDrop {
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
-        let Some((guard, write)) = self.pending.take() else {
+        let Some((engine, guard, run)) = self.pending.take() else {
             return;
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
-                    let run_id = guard.run_id.clone();
-                    match guard.apply(write).await {
-                        Ok(()) => tracing::info!(run_id = %run_id, "executor dropped; run returned to the queue"),
-                        Err(error) => tracing::warn!(run_id = %run_id, %error, "executor dropped; cannot release the run, its lease will expire"),
+                    match guard.apply(engine.release_write(&run)).await {
+                        Ok(()) => tracing::info!(run_id = %run.id, "executor dropped; run returned to the queue"),
+                        Err(error) => tracing::warn!(run_id = %run.id, %error, "executor dropped; cannot release the run, its lease will expire"),
                     }
                 });
             }
-            Err(_) => {
-                tracing::warn!(run_id = %guard.run_id, "executor dropped outside a runtime; the run's lease will expire")
-            }
+            Err(_) => tracing::warn!(run_id = %run.id, "executor dropped outside a runtime; the run's lease will expire"),
         }
     }
 }

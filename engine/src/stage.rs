@@ -145,6 +145,30 @@ impl StageContext {
             .push(statement);
     }
 
+    /// Commits `statements` now, in one fenced transaction of their own: for rows that must be
+    /// seen while the stage still runs (a page's record once it is read, its image), where
+    /// [`StageContext::write_on_success`] would hold them back. Nothing commits once another
+    /// worker holds the run (`lease_lost`); a passing database refusal is retried while the
+    /// lease holds, like every fenced write.
+    pub async fn write_now(&self, statements: Vec<Statement>) -> Result<(), StageError> {
+        let Some(guard) = &self.guard else {
+            return Err(StageError::fatal(
+                "lease_lost",
+                "the stage has no claim to write under",
+            ));
+        };
+        if statements.is_empty() {
+            return Ok(());
+        }
+        guard
+            .apply(crate::store::Write {
+                statements,
+                events: Vec::new(),
+            })
+            .await
+            .map_err(lost)
+    }
+
     /// A partial checkpoint saved earlier by this stage in this run (or in the run a retry
     /// replays), such as one cleaned chunk.
     pub async fn part<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, StageError> {

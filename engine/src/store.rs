@@ -1116,6 +1116,10 @@ impl LeaseGuard {
         statements: Vec<Statement>,
         events: Vec<(String, String, String)>,
     ) -> Result<(), EngineError> {
+        // Shared, not copied: a retry sends the same statements again, and the first try (the
+        // usual case) copies nothing of the texts a stage handed over.
+        let statements = Arc::new(statements);
+        let events = Arc::new(events);
         let mut wait = WRITE_RETRY_FIRST;
         loop {
             let started = now_ms();
@@ -1136,8 +1140,8 @@ impl LeaseGuard {
 
     async fn write_once(
         &self,
-        statements: Vec<Statement>,
-        events: Vec<(String, String, String)>,
+        statements: Arc<Vec<Statement>>,
+        events: Arc<Vec<(String, String, String)>>,
     ) -> Result<(), EngineError> {
         let reserved = events.len() as i64;
         let Some(writer) = self.store.writer() else {
@@ -1145,7 +1149,7 @@ impl LeaseGuard {
                 .store
                 .fenced(&self.run_id, self.token, events.len())
                 .await?;
-            let mut statements = statements;
+            let mut statements = Vec::clone(&statements);
             statements.extend(events_insert(&self.run_id, first, &borrowed(&events)));
             txn.execute_all_sql(statements).await?;
             txn.commit().await?;
@@ -1159,7 +1163,7 @@ impl LeaseGuard {
                 let Some(last) = txn.query_i64(&fence)? else {
                     return Err(EngineError::LeaseLost(run_id));
                 };
-                for statement in &statements {
+                for statement in statements.iter() {
                     txn.execute(statement)?;
                 }
                 let first = last - reserved + 1;
