@@ -5,7 +5,6 @@
 use chrono::{DateTime, SecondsFormat};
 use serde::Serialize;
 use shelf_engine::queue_health::QueueHealth;
-use shelf_engine::time::now_ms;
 
 use crate::error::AppError;
 use crate::shelf::Shelf;
@@ -94,7 +93,8 @@ fn rfc3339(ms: i64) -> Option<String> {
 impl Shelf {
     /// The queue's state now (see [`QueueReport`]).
     pub async fn queue_report(&self) -> Result<QueueReport, AppError> {
-        let health = self.engine.store().queue_health(now_ms()).await?;
+        let store = self.engine.store();
+        let health = store.queue_health(store.now_synced().await).await?;
         Ok(QueueReport::from_health(&health))
     }
 }

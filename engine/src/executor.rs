@@ -29,7 +29,6 @@ use crate::state::{RunStatus, StageStatus};
 use crate::store::{
     CancelOutcome, Claim, LeaseGuard, NewRun, RunRecord, RunStore, wake_statements,
 };
-use crate::time::now_ms;
 
 /// What the application adds to the engine's transitions, without the engine knowing what a
 /// subject is.
@@ -276,7 +275,7 @@ impl Engine {
                 self.execute(claim, shutdown.clone()).await?;
                 continue;
             }
-            let wait = (run.due_at - now_ms()).clamp(20, 1000) as u64;
+            let wait = (run.due_at - self.store.now()).clamp(20, 1000) as u64;
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
                 _ = shutdown.cancelled() => {}
@@ -421,7 +420,7 @@ impl Engine {
             statements: vec![effects::uncount_running_stages(run)],
             events: Vec::new(),
         };
-        write.push(effects::requeue(run, None, now_ms()));
+        write.push(effects::requeue(run, None, self.store.now()));
         write
             .statements
             .extend(self.hooks.on_status(&run.subject, RunStatus::Queued));
@@ -521,7 +520,7 @@ impl<'a> ClaimRun<'a> {
                     code: e.code,
                     message: e.message,
                     retryable: e.retryable,
-                    retry_at: now_ms().saturating_add(duration_ms(delay)),
+                    retry_at: self.engine.store.now().saturating_add(duration_ms(delay)),
                 }
             }
         }
@@ -678,7 +677,7 @@ impl<'a> ClaimRun<'a> {
         due_at: Option<i64>,
         reason: Requeue,
     ) -> Result<ClaimOutcome, EngineError> {
-        let now = now_ms();
+        let now = self.engine.store.now();
         let mut write = effects::requeue(self.run, due_at, now);
         write.statements.extend(
             self.engine
@@ -766,7 +765,9 @@ impl Drop for ReleaseOnDrop {
                     }
                 });
             }
-            Err(_) => tracing::warn!(run_id = %run.id, "executor dropped outside a runtime; the run's lease will expire"),
+            Err(_) => {
+                tracing::warn!(run_id = %run.id, "executor dropped outside a runtime; the run's lease will expire")
+            }
         }
     }
 }
@@ -782,7 +783,7 @@ async fn heartbeat_loop(
     let mut cancel_reported = false;
     loop {
         tokio::time::sleep(every).await;
-        let started = now_ms();
+        let started = guard.store.now();
         match guard.store.heartbeat(&guard.run_id, guard.token).await {
             Ok(cancel_requested) => {
                 guard.renewed_at(started);

@@ -2,6 +2,7 @@
 //! and its registry, the run and stage state machines, checkpoints, run events, the durable
 //! lease-based queue and the executor. It knows nothing of documents, HTTP, LLMs or the CLI.
 
+pub mod clock;
 pub mod db;
 mod effects;
 pub mod error;

@@ -14,10 +14,11 @@ use sea_orm::{
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::clock::QueueClock;
 use crate::error::EngineError;
 use crate::pipeline::CompiledPipeline;
 use crate::state::{RunStatus, StageStatus};
-use crate::time::{now_ms, now_rfc3339};
+use crate::time::now_rfc3339;
 use crate::writer::Writer;
 
 pub(crate) fn stmt(sql: &str, values: Vec<SqlValue>) -> Statement {
@@ -263,6 +264,7 @@ pub fn new_run_id() -> String {
 pub struct RunStore {
     db: DatabaseConnection,
     lease: Duration,
+    clock: QueueClock,
     /// On a SQLite file, the thread that runs the fenced writes of claimed runs: started by
     /// the first such write, so a process that never claims a run (the API) has none.
     writer: Arc<OnceLock<Option<Arc<Writer>>>>,
@@ -270,11 +272,29 @@ pub struct RunStore {
 
 impl RunStore {
     pub fn new(db: DatabaseConnection, lease: Duration) -> Self {
+        Self::with_clock(db, lease, QueueClock::system())
+    }
+
+    /// A store whose due times and leases follow `clock` (a test's skewed or manual clock).
+    pub fn with_clock(db: DatabaseConnection, lease: Duration, clock: QueueClock) -> Self {
         RunStore {
             db,
             lease,
+            clock,
             writer: Arc::default(),
         }
+    }
+
+    /// Now in the queue's time (see [`QueueClock`]).
+    pub fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Now in the queue's time, after measuring the offset from the database's clock if the
+    /// last measure is stale (PostgreSQL): for writes of due times and lease ends.
+    pub async fn now_synced(&self) -> i64 {
+        self.clock.sync_if_stale(&self.db).await;
+        self.clock.now_ms()
     }
 
     fn writer(&self) -> Option<&Arc<Writer>> {
@@ -304,7 +324,7 @@ impl RunStore {
         extra: Vec<Statement>,
     ) -> Result<RunRecord, EngineError> {
         let id = new_run_id();
-        let now = now_ms();
+        let now = self.now_synced().await;
         let created = now_rfc3339();
         // The new run, its stages and its first event (sequence 1) in one round trip.
         let mut statements = vec![stmt(
@@ -469,7 +489,7 @@ impl RunStore {
         only: Option<&str>,
         on_claim: impl Fn(&str) -> Vec<Statement> + Send + 'static,
     ) -> Result<Option<Claim>, EngineError> {
-        let now = now_ms();
+        let now = self.now_synced().await;
         let Some(writer) = self.writer() else {
             return self.claim_pooled(worker, only, now, on_claim).await;
         };
@@ -487,6 +507,7 @@ impl RunStore {
                 let id = id.unwrap_or_default();
                 let update = claim_update(
                     &worker,
+                    now,
                     lease_end,
                     &id,
                     "subject, claims, reclaims, last_claim_reclaimed, last_event_seq",
@@ -582,7 +603,7 @@ impl RunStore {
         let id: String = get(&picked, "id")?;
         let due_at: i64 = get(&picked, "due_at")?;
         let returning = format!("{RUN_COLUMNS}, last_claim_reclaimed, last_event_seq");
-        let update = claim_update(worker, now + self.lease_ms(), &id, &returning);
+        let update = claim_update(worker, now, now + self.lease_ms(), &id, &returning);
         let Some(row) = txn.query_one_sql(update).await? else {
             txn.rollback().await?;
             return Ok(None);
@@ -609,12 +630,13 @@ impl RunStore {
     /// Extends the lease and reads the cancel flag. `LeaseLost` means another worker owns the
     /// run (or it ended): the caller must stop at once.
     pub async fn heartbeat(&self, run_id: &str, token: i64) -> Result<bool, EngineError> {
+        let now = self.now_synced().await;
         let row = self
             .db
             .query_one_sql(stmt(
                 "UPDATE runs SET due_at = ? WHERE id = ? AND lease_token = ? AND status = 'running' RETURNING cancel_requested",
                 vec![
-                    (now_ms() + self.lease_ms()).into(),
+                    (now + self.lease_ms()).into(),
                     run_id.into(),
                     token.into(),
                 ],
@@ -633,7 +655,7 @@ impl RunStore {
         run_id: &str,
         on_cancel: impl Fn(&str) -> Vec<Statement>,
     ) -> Result<CancelOutcome, EngineError> {
-        let now = now_ms();
+        let now = self.now_synced().await;
         let txn = begin_write(&self.db).await?;
         // On PostgreSQL nothing holds a database write lock: the row lock keeps a claim, a
         // heartbeat or the run's end from slipping in between this read and the write below
@@ -781,7 +803,7 @@ impl RunStore {
     }
 
     pub async fn queue_counts(&self) -> Result<QueueCounts, EngineError> {
-        let now = now_ms();
+        let now = self.now_synced().await;
         let row = self
             .db
             .query_one_sql(stmt(
@@ -932,7 +954,7 @@ impl RunStore {
             "UPDATE runs SET due_at = ?, last_event_seq = last_event_seq + ? \
              WHERE id = ? AND lease_token = ? AND status = 'running' RETURNING last_event_seq",
             vec![
-                (now_ms() + self.lease_ms()).into(),
+                (self.now() + self.lease_ms()).into(),
                 reserved.into(),
                 run_id.into(),
                 token.into(),
@@ -943,7 +965,7 @@ impl RunStore {
 
 /// Claims run `id` for `worker` until `lease_end` and reserves the sequence number of its
 /// claim event, returning the columns `returning`.
-fn claim_update(worker: &str, lease_end: i64, id: &str, returning: &str) -> Statement {
+fn claim_update(worker: &str, now: i64, lease_end: i64, id: &str, returning: &str) -> Statement {
     let sql = format!(
         "UPDATE runs SET \
            last_claim_reclaimed = (CASE WHEN status = 'running' THEN 1 ELSE 0 END), \
@@ -959,7 +981,7 @@ fn claim_update(worker: &str, lease_end: i64, id: &str, returning: &str) -> Stat
             worker.into(),
             lease_end.into(),
             now_rfc3339().into(),
-            now_ms().into(),
+            now.into(),
             id.into(),
         ],
     )
@@ -1083,7 +1105,7 @@ impl LeaseGuard {
     /// Whether the lease is still ours `after` from now, as far as this process knows.
     pub(crate) fn valid_after(&self, after: Duration) -> bool {
         let after = i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
-        now_ms().saturating_add(after) < self.lease_until.load(Ordering::SeqCst)
+        self.store.now().saturating_add(after) < self.lease_until.load(Ordering::SeqCst)
     }
 
     /// Commits `write` and its events in one fenced transaction: all of it, or nothing and
@@ -1122,7 +1144,7 @@ impl LeaseGuard {
         let events = Arc::new(events);
         let mut wait = WRITE_RETRY_FIRST;
         loop {
-            let started = now_ms();
+            let started = self.store.now();
             match self.write_once(statements.clone(), events.clone()).await {
                 Ok(()) => {
                     self.renewed_at(started);

@@ -12,7 +12,6 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::executor::{ClaimOutcome, Engine};
-use crate::time::now_ms;
 use crate::wake::{Waiter, Woken};
 
 #[derive(Debug, Clone)]
@@ -89,7 +88,11 @@ impl Worker {
                 }
             }
             let timeout = if waiter.listens() {
-                idle_timeout(self.config.poll_interval, next_due, now_ms())
+                idle_timeout(
+                    self.config.poll_interval,
+                    next_due,
+                    self.engine.store().now(),
+                )
             } else {
                 self.config.poll_interval
             };
@@ -109,7 +112,9 @@ impl Worker {
     ) -> Result<Option<crate::store::Claim>, crate::EngineError> {
         *next_due = self.engine.store().next_due_at().await?;
         match *next_due {
-            Some(due) if due <= now_ms() => self.engine.claim(&self.config.id, None).await,
+            Some(due) if due <= self.engine.store().now() => {
+                self.engine.claim(&self.config.id, None).await
+            }
             _ => Ok(None),
         }
     }

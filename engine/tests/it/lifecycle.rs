@@ -351,3 +351,56 @@ on_both_backends!(
     multi_thread:
     runs_of_one_subject_never_overlap_and_end_in_creation_order,
 );
+
+/// A host whose clock runs a minute ahead, on PostgreSQL: it measures its offset from the
+/// database's clock, so it neither reclaims a live run nor writes due times the others see as
+/// late.
+#[tokio::test]
+async fn a_host_with_a_clock_a_minute_ahead_reclaims_no_live_run() {
+    if !crate::common::postgres_available() {
+        return;
+    }
+    let (dir, db) = database(Backend::Postgres).await;
+    let probe = Arc::new(Probe::default());
+    let config = EngineConfig {
+        lease: Duration::from_secs(10),
+        heartbeat: Duration::from_millis(50),
+        max_reclaims: 3,
+    };
+    let owner = engine(&db, &probe, config.clone());
+    let p = compile(
+        &owner,
+        "version: 1\nstages:\n  a: { uses: step, with: { sleep_ms: 600000 } }\n",
+    );
+    let run = owner.submit("doc", &p, json!({})).await.unwrap();
+    let claim = owner.claim("owner", None).await.unwrap().unwrap();
+    let exec = {
+        let owner = owner.clone();
+        tokio::spawn(async move { owner.execute(claim, CancellationToken::new()).await })
+    };
+    let db2 = connect(&dir).await;
+    let skewed = shelf_engine::Engine::new(
+        shelf_engine::RunStore::with_clock(
+            db2,
+            config.lease,
+            shelf_engine::clock::QueueClock::with_local(|| shelf_engine::time::now_ms() + 60_000),
+        ),
+        crate::common::registry(&probe),
+        Arc::new(shelf_engine::executor::NoHooks),
+        config,
+    );
+    // Without the database's clock, the owner's lease (10 s from now) would look a minute old.
+    assert!(skewed.claim("skewed", None).await.unwrap().is_none());
+    assert!((skewed.store().now() - shelf_engine::time::now_ms()).abs() < 5_000);
+    // A run the skewed host submits is due now for everyone else.
+    let other = skewed.submit("other", &p, json!({})).await.unwrap();
+    assert!(other.due_at <= shelf_engine::time::now_ms() + 5_000);
+    let taken = owner.claim("owner", None).await.unwrap().expect("due now");
+    assert_eq!(taken.run.id, other.id);
+    owner.cancel(&run.id).await.unwrap();
+    owner.cancel(&other.id).await.unwrap();
+    assert_eq!(
+        exec.await.unwrap().unwrap(),
+        ClaimOutcome::Finished(RunStatus::Canceled)
+    );
+}
