@@ -114,14 +114,27 @@ impl DocumentStore {
         sha256_hex: &str,
         byte_size: u64,
     ) -> Result<Ingested> {
-        let outcome = self
-            .ingest_upload_inner(staged, filename, sha256_hex, byte_size)
-            .await;
-        let keep_staged = matches!(&outcome, Ok(ingested) if !ingested.duplicate);
-        if !keep_staged {
-            remove_file_if_exists(staged).await;
-        }
-        outcome
+        // On a task of its own, not in the caller's future: a request dropped between the
+        // file's move and the row's commit (a client that went away) would otherwise leave the
+        // moved file without a row, or the staged file behind. Detached, the ingest ends one
+        // way or the other, with its cleanup.
+        let (store, staged) = (self.clone(), staged.to_path_buf());
+        let (filename, sha256_hex) = (filename.to_string(), sha256_hex.to_string());
+        let task = tokio::spawn(async move {
+            let outcome = store
+                .ingest_upload_inner(&staged, &filename, &sha256_hex, byte_size)
+                .await;
+            let keep_staged = matches!(&outcome, Ok(ingested) if !ingested.duplicate);
+            if !keep_staged {
+                remove_file_if_exists(&staged).await;
+            }
+            outcome
+        });
+        task.await.map_err(|e| {
+            DocumentsError::Io(std::io::Error::other(format!(
+                "the upload's ingest task ended: {e}"
+            )))
+        })?
     }
 
     async fn ingest_upload_inner(

@@ -560,3 +560,38 @@ async fn an_upload_whose_row_fails_leaves_no_file_and_no_row(env: Env) {
         .expect("ingested once the trigger is gone");
     assert!(!ingested.duplicate);
 }
+
+async fn an_upload_whose_caller_goes_away_still_ends_whole(env: Env) {
+    // The caller's future is polled once and dropped (a client that disconnected mid-ingest):
+    // the ingest goes on by itself and ends with a row, its stored file and no staged file,
+    // never with a moved file and no row.
+    let bytes = b"an upload whose client went away";
+    let staged = env.stage(bytes).await;
+    let sha256 = sha256_hex(bytes);
+    {
+        let ingest = env
+            .store
+            .ingest_upload(&staged, "gone.txt", &sha256, bytes.len() as u64);
+        // A zero timeout polls the ingest once (tokio polls the future before the timer).
+        let _ = tokio::time::timeout(std::time::Duration::ZERO, ingest).await;
+    }
+    let id = document_id(&sha256_hex(bytes));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while count(
+        env.db(),
+        &format!("SELECT count(*) FROM documents WHERE id = '{id}'"),
+    )
+    .await
+        == 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ingest stopped with its caller"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let stored = env.data_dir().join("uploads").join(&id).join("gone.txt");
+    assert_eq!(std::fs::read(&stored).expect("stored file"), bytes);
+    assert!(!staged.exists(), "the staged file moved");
+}
+on_both_backends!(an_upload_whose_caller_goes_away_still_ends_whole);
