@@ -150,11 +150,30 @@ pub struct Probe {
     pub subject_overlaps: AtomicUsize,
     /// Runs in the order their last stage ended.
     pub finished: Mutex<Vec<String>>,
+    /// Gates the tests open (see [`StepOptions::gate`]).
+    pub gates: Mutex<std::collections::HashSet<String>>,
+    pub gate_opened: tokio::sync::Notify,
     pub failures_left: Mutex<HashMap<String, usize>>,
     pub child_pid: Mutex<Option<u32>>,
 }
 
 impl Probe {
+    /// Lets every stage waiting at `gate` go on.
+    pub fn open(&self, gate: &str) {
+        self.gates.lock().unwrap().insert(gate.to_string());
+        self.gate_opened.notify_waiters();
+    }
+
+    async fn wait_at(&self, gate: &str) {
+        loop {
+            let opened = self.gate_opened.notified();
+            if self.gates.lock().unwrap().contains(gate) {
+                return;
+            }
+            opened.await;
+        }
+    }
+
     pub fn starts_of(&self, run: &str, stage: &str) -> usize {
         self.starts
             .lock()
@@ -189,6 +208,9 @@ pub struct StepOptions {
     pub fatal: bool,
     /// Sleep without looking at the cancellation token.
     pub ignore_cancel: bool,
+    /// Wait until the test opens this gate (honouring cancellation unless `ignore_cancel`):
+    /// puts an event at a chosen point of a stage by construction, not by timing.
+    pub gate: Option<String>,
     /// Hand the engine a write to commit with the attempt's success: a part keyed
     /// `handed-<attempt>`, before any failure of this attempt.
     pub hand_write: bool,
@@ -251,6 +273,12 @@ impl Stage for Step {
 
 impl Step {
     async fn work(&self, options: &StepOptions, ctx: &StageContext) -> Result<Value, StageError> {
+        if let Some(gate) = &options.gate {
+            tokio::select! {
+                _ = self.probe.wait_at(gate) => {}
+                _ = ctx.cancel.cancelled(), if !options.ignore_cancel => return Err(StageError::canceled()),
+            }
+        }
         if options.sleep_ms > 0 {
             let sleep = tokio::time::sleep(Duration::from_millis(options.sleep_ms));
             if options.ignore_cancel {
@@ -368,4 +396,83 @@ pub async fn event_kinds(engine: &Engine, run_id: &str) -> Vec<String> {
         .into_iter()
         .map(|e| format!("{}:{}", e.stage, e.kind))
         .collect()
+}
+
+/// Executes `claim` on a task of its own, as a worker would.
+pub fn spawn_execute(
+    engine: &Engine,
+    claim: shelf_engine::Claim,
+) -> tokio::task::JoinHandle<Result<shelf_engine::executor::ClaimOutcome, shelf_engine::EngineError>>
+{
+    let engine = engine.clone();
+    tokio::spawn(async move {
+        engine
+            .execute(claim, tokio_util::sync::CancellationToken::new())
+            .await
+    })
+}
+
+/// Polls `check` until it holds; the deadline only bounds a broken run, it is no margin a
+/// test depends on.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !check().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `stage` of `run` has started `n` attempts.
+pub async fn started(probe: &Probe, run: &str, stage: &str, n: usize) {
+    eventually(&format!("{stage} of {run} starts"), || async {
+        probe.starts_of(run, stage) >= n
+    })
+    .await;
+}
+
+/// `n` workers on their own pools, each running `concurrency` runs at once, until the token
+/// trips.
+pub async fn start_workers(
+    db: &TestDb,
+    probe: &Arc<Probe>,
+    n: usize,
+    concurrency: usize,
+) -> (
+    tokio_util::sync::CancellationToken,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let mut handles = Vec::new();
+    for i in 0..n {
+        let pool = connect(db).await;
+        let e = engine(&pool, probe, fast_config());
+        let mut config = shelf_engine::WorkerConfig::new(concurrency);
+        config.id = format!("worker-{i}");
+        config.poll_interval = Duration::from_millis(10);
+        let stop = shutdown.clone();
+        handles.push(tokio::spawn(async move {
+            shelf_engine::Worker::new(e, config).run(stop).await
+        }));
+    }
+    (shutdown, handles)
+}
+
+/// Waits until every run of the store has ended.
+pub async fn all_terminal(engine: &Engine) {
+    let store = engine.store().clone();
+    eventually("every run ends", || {
+        let store = store.clone();
+        async move {
+            let (runs, _) = store.list_runs(None, 1000, 0).await.unwrap();
+            runs.iter().all(|r| r.status.is_terminal())
+        }
+    })
+    .await;
 }

@@ -5,30 +5,17 @@
 use std::io::BufRead;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use shelf_engine::executor::ClaimOutcome;
-use shelf_engine::{EngineConfig, RunStatus, StageStatus, Worker, WorkerConfig};
+use shelf_engine::{EngineConfig, RunStatus, StageStatus};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{
-    Backend, Probe, compile, connect, database, engine, event_kinds, fast_config, on_both_backends,
+    Backend, Probe, all_terminal, compile, connect, database, engine, event_kinds, eventually,
+    fast_config, on_both_backends, spawn_execute, start_workers, started,
 };
-
-/// Polls `check` until it holds; the deadline only bounds a broken run, it is no margin the
-/// test depends on.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !check().await {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 async fn a_dropped_executor_releases_its_claim(backend: Backend) {
     let (_dir, db) = database(backend).await;
@@ -40,14 +27,8 @@ async fn a_dropped_executor_releases_its_claim(backend: Backend) {
     );
     let run = e.submit("doc", &p, json!({})).await.unwrap();
     let claim = e.claim("caller", None).await.unwrap().unwrap();
-    let task = {
-        let e = e.clone();
-        tokio::spawn(async move { e.execute(claim, CancellationToken::new()).await })
-    };
-    eventually("stage b starts", || async {
-        probe.starts_of(&run.id, "b") == 1
-    })
-    .await;
+    let task = spawn_execute(&e, claim);
+    started(&probe, &run.id, "b", 1).await;
     // The caller goes away (a client that timed out): its future is dropped.
     task.abort();
     let store = e.store().clone();
@@ -100,28 +81,8 @@ async fn runs_of_one_subject_never_overlap_and_end_in_creation_order(backend: Ba
             .await
             .unwrap();
     }
-    let shutdown = CancellationToken::new();
-    let mut workers = Vec::new();
-    for n in 0..2 {
-        let db = connect(&dir).await;
-        let e = engine(&db, &probe, fast_config());
-        let mut config = WorkerConfig::new(4);
-        config.id = format!("worker-{n}");
-        config.poll_interval = Duration::from_millis(10);
-        let stop = shutdown.clone();
-        workers.push(tokio::spawn(async move {
-            Worker::new(e, config).run(stop).await
-        }));
-    }
-    let store = submitter.store().clone();
-    eventually("every run ends", || {
-        let store = store.clone();
-        async move {
-            let (runs, _) = store.list_runs(None, 100, 0).await.unwrap();
-            runs.iter().all(|r| r.status.is_terminal())
-        }
-    })
-    .await;
+    let (shutdown, workers) = start_workers(&dir, &probe, 2, 4).await;
+    all_terminal(&submitter).await;
     shutdown.cancel();
     for w in workers {
         w.await.unwrap();
@@ -142,7 +103,7 @@ async fn runs_of_one_subject_never_overlap_and_end_in_creation_order(backend: Ba
         .collect();
     assert_eq!(finished, expected);
     for id in &same {
-        let run = store.get_run(id).await.unwrap().unwrap();
+        let run = submitter.store().get_run(id).await.unwrap().unwrap();
         assert_eq!(run.status, RunStatus::Succeeded);
     }
 }
@@ -217,22 +178,18 @@ async fn a_cancel_that_races_a_retryable_failure_does_not_wait_out_the_backoff(b
     let e = engine(&db, &probe, config);
     let p = compile(
         &e,
-        "version: 1\nstages:\n  a: { uses: step, retry: { attempts: 3, backoff: 1h }, with: { sleep_ms: 100, fail_times: 1 } }\n",
+        "version: 1\nstages:\n  a: { uses: step, retry: { attempts: 3, backoff: 1h }, with: { gate: g, fail_times: 1 } }\n",
     );
     let run = e.submit("doc", &p, json!({})).await.unwrap();
     let claim = e.claim("w", None).await.unwrap().unwrap();
-    let task = {
-        let e = e.clone();
-        tokio::spawn(async move { e.execute(claim, CancellationToken::new()).await })
-    };
-    eventually("stage a starts", || async {
-        probe.starts_of(&run.id, "a") == 1
-    })
-    .await;
+    let task = spawn_execute(&e, claim);
+    started(&probe, &run.id, "a", 1).await;
+    // The stage waits at its gate: the cancel lands while it runs, then it fails.
     assert_eq!(
         e.cancel(&run.id).await.unwrap(),
         shelf_engine::store::CancelOutcome::Requested
     );
+    probe.open("g");
     assert!(matches!(
         task.await.unwrap().unwrap(),
         ClaimOutcome::RetryScheduled { .. }
@@ -259,19 +216,17 @@ async fn a_late_cancel_never_undoes_a_finished_run(backend: Backend) {
     let e = engine(&db, &probe, config);
     let p = compile(
         &e,
-        "version: 1\nstages:\n  a: { uses: step, with: { sleep_ms: 300 } }\n",
+        "version: 1\nstages:\n  a: { uses: step, with: { gate: g } }\n",
     );
     let run = e.submit("doc", &p, json!({})).await.unwrap();
     let claim = e.claim("w", None).await.unwrap().unwrap();
-    let task = {
-        let e = e.clone();
-        tokio::spawn(async move { e.execute(claim, CancellationToken::new()).await })
-    };
-    eventually("stage a starts", || async {
-        probe.starts_of(&run.id, "a") == 1
-    })
-    .await;
-    e.cancel(&run.id).await.unwrap();
+    let task = spawn_execute(&e, claim);
+    started(&probe, &run.id, "a", 1).await;
+    assert_eq!(
+        e.cancel(&run.id).await.unwrap(),
+        shelf_engine::store::CancelOutcome::Requested
+    );
+    probe.open("g");
     assert_eq!(
         task.await.unwrap().unwrap(),
         ClaimOutcome::Finished(RunStatus::Succeeded),
@@ -296,18 +251,12 @@ async fn a_database_held_by_another_process_wastes_no_work() {
     let e = engine(&db, &probe, config);
     let p = compile(
         &e,
-        "version: 1\nstages:\n  a: { uses: step, with: { sleep_ms: 200 } }\n  b: { uses: step, needs: [a] }\n",
+        "version: 1\nstages:\n  a: { uses: step, with: { gate: g } }\n  b: { uses: step, needs: [a] }\n",
     );
     let run = e.submit("doc", &p, json!({})).await.unwrap();
     let claim = e.claim("w", None).await.unwrap().unwrap();
-    let task = {
-        let e = e.clone();
-        tokio::spawn(async move { e.execute(claim, CancellationToken::new()).await })
-    };
-    eventually("stage a starts", || async {
-        probe.starts_of(&run.id, "a") == 1
-    })
-    .await;
+    let task = spawn_execute(&e, claim);
+    started(&probe, &run.id, "a", 1).await;
     let file = dir.sqlite_path().expect("a SQLite file");
     let mut holder = std::process::Command::new("python3")
         .args([
@@ -328,6 +277,8 @@ async fn a_database_held_by_another_process_wastes_no_work() {
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line.trim(), "locked");
+    // Stage a ends while the other process holds the lock: its success must wait for it.
+    probe.open("g");
     assert_eq!(
         task.await.unwrap().unwrap(),
         ClaimOutcome::Finished(RunStatus::Succeeded)
@@ -374,10 +325,7 @@ async fn a_host_with_a_clock_a_minute_ahead_reclaims_no_live_run() {
     );
     let run = owner.submit("doc", &p, json!({})).await.unwrap();
     let claim = owner.claim("owner", None).await.unwrap().unwrap();
-    let exec = {
-        let owner = owner.clone();
-        tokio::spawn(async move { owner.execute(claim, CancellationToken::new()).await })
-    };
+    let exec = spawn_execute(&owner, claim);
     let db2 = connect(&dir).await;
     let skewed = shelf_engine::Engine::new(
         shelf_engine::RunStore::with_clock(

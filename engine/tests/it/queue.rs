@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use serde_json::json;
 use shelf_engine::executor::ClaimOutcome;
-use shelf_engine::{EngineConfig, EngineError, RunStatus, Worker, WorkerConfig};
+use shelf_engine::{EngineConfig, EngineError, RunStatus};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{
-    Backend, Probe, compile, connect, database, engine, event_kinds, fast_config, on_both_backends,
+    Backend, Probe, all_terminal, compile, connect, database, engine, event_kinds, fast_config,
+    on_both_backends, spawn_execute, start_workers,
 };
 
 async fn two_workers_never_run_the_same_run_at_once(backend: Backend) {
@@ -32,28 +33,8 @@ async fn two_workers_never_run_the_same_run_at_once(backend: Backend) {
                 .id,
         );
     }
-    let shutdown = CancellationToken::new();
-    let mut handles = Vec::new();
-    for n in 0..2 {
-        let db = connect(&dir).await;
-        let e = engine(&db, &probe, fast_config());
-        let mut config = WorkerConfig::new(4);
-        config.id = format!("worker-{n}");
-        config.poll_interval = Duration::from_millis(10);
-        let stop = shutdown.clone();
-        handles.push(tokio::spawn(async move {
-            Worker::new(e, config).run(stop).await
-        }));
-    }
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let (runs, _) = submitter.store().list_runs(None, 100, 0).await.unwrap();
-        if runs.iter().all(|r| r.status.is_terminal()) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "runs did not finish");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (shutdown, handles) = start_workers(&dir, &probe, 2, 4).await;
+    all_terminal(&submitter).await;
     shutdown.cancel();
     for h in handles {
         h.await.unwrap();
@@ -169,10 +150,7 @@ async fn heartbeats_keep_a_long_stage_from_being_reclaimed(backend: Backend) {
     let run = owner.submit("s", &p, json!({})).await.unwrap();
     let claim = owner.claim("owner", None).await.unwrap().unwrap();
     let mut lease_end = claim.run.due_at;
-    let exec = {
-        let owner = owner.clone();
-        tokio::spawn(async move { owner.execute(claim, CancellationToken::new()).await })
-    };
+    let exec = spawn_execute(&owner, claim);
     let db2 = connect(&dir).await;
     let other = engine(&db2, &probe, config);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
