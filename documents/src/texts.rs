@@ -78,23 +78,13 @@ pub async fn get_text(conn: &impl ConnectionTrait, id: &str) -> Result<Option<Te
     row.as_ref().map(text_from_row).transpose()
 }
 
-/// The newest text of a kind for a document.
+/// The newest text of a kind for a document, whatever became of the run that wrote it.
 pub async fn latest_text(
     conn: &impl ConnectionTrait,
     document_id: &str,
     kind: &str,
 ) -> Result<Option<TextRecord>> {
-    let sql = format!(
-        "SELECT {TEXT_COLUMNS} FROM document_texts WHERE document_id = ? AND kind = ? \
-         ORDER BY created_at DESC, rowid DESC LIMIT 1"
-    );
-    let row = conn
-        .query_one_sql(stmt(
-            &sql,
-            [document_id.to_string().into(), kind.to_string().into()],
-        ))
-        .await?;
-    row.as_ref().map(text_from_row).transpose()
+    newest_text(conn, document_id, kind, "").await
 }
 
 /// The newest text of a kind written by a succeeded run of the document: what readers of the
@@ -104,11 +94,22 @@ pub async fn latest_succeeded_text(
     document_id: &str,
     kind: &str,
 ) -> Result<Option<TextRecord>> {
+    newest_text(conn, document_id, kind, SUCCEEDED_RUN).await
+}
+
+/// The join that keeps only texts of succeeded runs, for `t`.
+const SUCCEEDED_RUN: &str = "JOIN runs r ON r.id = t.run_id AND r.status = 'succeeded'";
+
+async fn newest_text(
+    conn: &impl ConnectionTrait,
+    document_id: &str,
+    kind: &str,
+    join: &str,
+) -> Result<Option<TextRecord>> {
     let sql = format!(
-        "SELECT {} FROM document_texts t JOIN runs r ON r.id = t.run_id \
-         WHERE t.document_id = ? AND t.kind = ? AND r.status = 'succeeded' \
-         ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1",
-        TEXT_COLUMNS_OF_T
+        "SELECT t.id AS id, t.document_id AS document_id, t.run_id AS run_id, t.kind AS kind, \
+         t.body AS body FROM document_texts t {join} WHERE t.document_id = ? AND t.kind = ? \
+         ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1"
     );
     let row = conn
         .query_one_sql(stmt(
@@ -118,9 +119,6 @@ pub async fn latest_succeeded_text(
         .await?;
     row.as_ref().map(text_from_row).transpose()
 }
-
-const TEXT_COLUMNS_OF_T: &str =
-    "t.id AS id, t.document_id AS document_id, t.run_id AS run_id, t.kind AS kind, t.body AS body";
 
 /// A page of the cleaned output of the latest succeeded run: `limit` characters from `offset` (characters).
 /// `NotFound` for an unknown document, `NoContent` when it has no cleaned output yet.
@@ -133,10 +131,11 @@ pub async fn content_page(
 ) -> Result<ContentPage> {
     let row = conn
         .query_one_sql(stmt(
-            "SELECT substr(t.body, ?, ?) AS page, t.chars AS chars FROM document_texts t \
-             JOIN runs r ON r.id = t.run_id \
-             WHERE t.document_id = ? AND t.kind = ? AND r.status = 'succeeded' \
-             ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1",
+            &format!(
+                "SELECT substr(t.body, ?, ?) AS page, t.chars AS chars FROM document_texts t \
+                 {SUCCEEDED_RUN} WHERE t.document_id = ? AND t.kind = ? \
+                 ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1"
+            ),
             [
                 // INTEGER arguments: PostgreSQL has no substr(text, bigint, bigint). No body
                 // is near 2^31 characters (both databases cap a value at about 1 GB).
