@@ -17,6 +17,7 @@ pub mod pipelines;
 pub mod providers;
 pub mod queue;
 pub mod readiness;
+pub mod retention;
 pub mod runs;
 pub mod settings;
 pub mod shelf;

@@ -195,6 +195,10 @@ pub struct Settings {
     pub worker_heartbeat_ms: u64,
     pub worker_poll_ms: u64,
     pub worker_max_reclaims: u32,
+    /// Runs kept per document (`SHELF_RUN_RETENTION`, at least 1): older finished runs are
+    /// pruned with their texts, page records and events, except the latest succeeded run and
+    /// the retry chains of runs that stay (`crate::retention`).
+    pub run_retention: u32,
 
     pub llm_provider: LlmProvider,
     pub llm_model: String,
@@ -541,6 +545,7 @@ impl Settings {
             worker_heartbeat_ms: r.parse("SHELF_WORKER_HEARTBEAT_MS", 1000, count),
             worker_poll_ms: r.parse("SHELF_WORKER_POLL_MS", 100, count),
             worker_max_reclaims: r.parse("SHELF_WORKER_MAX_RECLAIMS", 3, count),
+            run_retention: r.parse("SHELF_RUN_RETENTION", 3, count),
             llm_provider,
             llm_model: r.string("SHELF_LLM_MODEL", "gpt-4o-mini"),
             llm_base_url: r.optional("SHELF_LLM_BASE_URL"),
@@ -654,6 +659,12 @@ impl Settings {
                 "SHELF_API_WORKERS must be between 0 and {MAX_API_WORKERS}"
             ));
         }
+        if settings.run_retention == 0 {
+            problems.push(
+                "SHELF_RUN_RETENTION must be at least 1 (the latest run of a document stays)"
+                    .into(),
+            );
+        }
         if settings.llm_max_concurrency == 0 {
             problems.push("SHELF_LLM_MAX_CONCURRENCY must be at least 1".into());
         }
@@ -760,6 +771,7 @@ impl Settings {
                 "database_url": self.database_url.as_ref().map(|u| without_password(u.expose())),
                 "database_backend": if self.database_url.is_some() { "postgres" } else { "sqlite" },
                 "job_backend": self.job_backend,
+                "run_retention": self.run_retention,
             },
             "pipelines": {
                 "pipeline": self.pipeline,
@@ -888,7 +900,27 @@ mod tests {
         assert_eq!(s.api_port, 8080);
         assert_eq!(s.llm_provider, LlmProvider::GenericCompatible);
         assert_eq!(s.cleaning_prompt_version, "cmos_v4");
+        assert_eq!(s.run_retention, 3);
         assert!(!s.auth_enabled());
+    }
+
+    #[test]
+    fn run_retention_keeps_at_least_one_run() {
+        let of = |value: &str| {
+            Settings::from_vars(&vars(&[
+                ("HOME", "/home/u"),
+                ("SHELF_RUN_RETENTION", value),
+            ]))
+        };
+        assert_eq!(of("10").map(|s| s.run_retention).ok(), Some(10));
+        for bad in ["0", "-1", "many"] {
+            let e = of(bad).expect_err(bad);
+            assert!(
+                e.problems.iter().any(|p| p.contains("SHELF_RUN_RETENTION")),
+                "{bad}: {:?}",
+                e.problems
+            );
+        }
     }
 
     #[test]

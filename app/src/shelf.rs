@@ -357,6 +357,17 @@ impl Shelf {
         Ok(self.engine.compile(&snapshot_source(run))?)
     }
 
+    /// Prunes superseded runs (`SHELF_RUN_RETENTION` per document) every few minutes until
+    /// `shutdown` trips: the background task of `shelf worker` and `shelf api`.
+    pub async fn prune_runs_periodically(&self, shutdown: CancellationToken) {
+        crate::retention::prune_periodically(
+            self.engine.store().clone(),
+            self.settings.run_retention,
+            shutdown,
+        )
+        .await;
+    }
+
     /// Runs a queue worker until `shutdown` trips.
     pub async fn work(&self, concurrency: usize, shutdown: CancellationToken) {
         let mut config = WorkerConfig::new(concurrency);

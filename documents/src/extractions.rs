@@ -1,12 +1,12 @@
 //! What extraction leaves with a document: the extraction cache (a result per file SHA-256 and
 //! extractor version, so reprocessing does not extract again) and transcript segments.
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+use sea_orm::{ConnectionTrait, Statement};
 use shelf_engine::sql::SqlExt;
 use shelf_extractors::{Extraction, Segment};
 
 use crate::error::{DocumentsError, Result};
-use crate::sql::{begin_immediate, now_timestamp, stmt};
+use crate::sql::{now_timestamp, stmt};
 
 /// The cached extraction of a file by its SHA-256 and the extractor's version, if any. A row
 /// that no longer parses (written by another version of the types) counts as a miss.
@@ -68,18 +68,13 @@ pub fn cache_extraction_statement(
     ))
 }
 
-/// Replaces a document's transcript segments, in one transaction.
-pub async fn put_segments(
-    db: &DatabaseConnection,
-    document_id: &str,
-    segments: &[Segment],
-) -> Result<()> {
-    let txn = begin_immediate(db).await?;
-    txn.execute_sql(stmt(
+/// The statements that replace a document's transcript segments, to run in one transaction
+/// (the `extract` stage hands them to the engine, to commit with its success).
+pub fn put_segments_statements(document_id: &str, segments: &[Segment]) -> Vec<Statement> {
+    let mut statements = vec![stmt(
         "DELETE FROM document_segments WHERE document_id = ?",
         [document_id.to_string().into()],
-    ))
-    .await?;
+    )];
     // Batches keep the statement count low for long transcripts without passing SQLite's
     // limit on bound values.
     for batch in segments.chunks(100) {
@@ -93,17 +88,15 @@ pub async fn put_segments(
             values.push(segment.speaker.clone().into());
             values.push(segment.text.clone().into());
         }
-        txn.execute_sql(stmt(
+        statements.push(stmt(
             &format!(
                 "INSERT INTO document_segments \
                  (document_id, seq, start_seconds, end_seconds, speaker, text) VALUES {placeholders}"
             ),
             values,
-        ))
-        .await?;
+        ));
     }
-    txn.commit().await?;
-    Ok(())
+    statements
 }
 
 /// A document's transcript segments, in order.

@@ -26,6 +26,7 @@ pub mod index;
 pub mod model;
 pub mod pages;
 mod paths;
+pub mod retention;
 pub mod search;
 mod sql;
 pub mod store;
@@ -34,7 +35,8 @@ pub mod texts;
 pub use citations::{CitationStrategy, TranscriptCitation, cite};
 pub use error::{DocumentsError, ErrorKind, Result};
 pub use extractions::{
-    cache_extraction, cache_extraction_statement, cached_extraction, put_segments, segments,
+    cache_extraction, cache_extraction_statement, cached_extraction, put_segments_statements,
+    segments,
 };
 pub use filename::{extension_of, normalize_filename, stem_of};
 pub use formats::{
@@ -47,6 +49,7 @@ pub use index::{
 };
 pub use model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
 pub use pages::{ListedPage, PageListing, PageRecord, PageSource, PageSummary};
+pub use retention::pruned_run_statements;
 pub use search::{
     FacetCount, MatchMode, NormalizedQuery, SearchBody, SearchFacets, SearchHit, SearchIds,
     SearchPage, SearchRequest, SearchScope, normalize_query, parse_timestamp, search_facets,

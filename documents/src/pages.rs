@@ -3,22 +3,21 @@
 //! error and the kept page image. The `extract` stage writes them, `ocr` and `correct` update
 //! them, and `GET /documents/{id}/pages` and `shelf pages` read the latest run's.
 //!
-//! Only the latest runs keep records: writing a run's records removes those of the document's
-//! other runs that are no longer queued or running, so the table holds at most a few runs per
-//! document however often it is reprocessed.
+//! A run writes and replaces only its own records, never another run's: the listing picks the
+//! newest run's, and a pruned run's records go with it (retention). During a run every write of
+//! them is fenced by the stage's lease (the statement builders here, handed to the engine).
 
 use shelf_engine::sql::SqlExt;
-use std::collections::BTreeSet;
 
-use sea_orm::{ConnectionTrait, QueryResult, Value};
+use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Statement, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DocumentsError, Result};
-use crate::sql::{get_u64, stmt, to_i64};
+use crate::sql::{begin_immediate, get_u64, stmt, to_i64};
 use crate::store::find_document;
 
-/// Rows per statement: writes stay short (each statement is its own small transaction, so
-/// other writers wait at most one batch) and far under SQLite's bound-value limit.
+/// Rows per statement: far under SQLite's bound-value limit (12 values a row), and a long
+/// document's records are a few statements rather than one per page.
 const BATCH_ROWS: usize = 200;
 
 /// Columns of `document_pages` read into a [`PageRecord`].
@@ -193,82 +192,66 @@ pub struct PageListing {
     pub pages: Vec<ListedPage>,
 }
 
-/// Replaces the page records of `run_id` for the document (idempotent on replay), and removes
-/// the records of the document's other runs that are no longer queued or running.
-///
-/// Written in batches of at most 200 rows per statement, each its own short transaction: the
-/// new records are upserted first and the run's stale ones deleted after, so a reader never
-/// sees the run without records.
+/// Replaces the page records of `run_id` for the document (idempotent on replay), in one
+/// transaction, so a reader never sees the run without records. Other runs' records are left
+/// alone. Outside a run (tests, tools); a stage hands [`put_pages_statements`] to the engine.
 pub async fn put_pages(
-    conn: &impl ConnectionTrait,
+    db: &DatabaseConnection,
     document_id: &str,
     run_id: &str,
     pages: &[PageRecord],
 ) -> Result<()> {
-    for batch in pages.chunks(BATCH_ROWS) {
-        conn.execute_sql(upsert_statement(document_id, run_id, batch)?)
-            .await?;
-    }
-
-    let wanted: BTreeSet<u32> = pages.iter().map(|p| p.number).collect();
-    let rows = conn
-        .query_all_sql(stmt(
-            "SELECT number FROM document_pages WHERE document_id = ? AND run_id = ?",
-            [document_id.to_string().into(), run_id.to_string().into()],
-        ))
-        .await?;
-    let mut stale = Vec::new();
-    for row in &rows {
-        let number: i64 = row.try_get("", "number")?;
-        if u32::try_from(number).map_or(true, |n| !wanted.contains(&n)) {
-            stale.push(number);
-        }
-    }
-    for batch in stale.chunks(BATCH_ROWS) {
-        let placeholders = vec!["?"; batch.len()].join(", ");
-        let mut values: Vec<Value> =
-            vec![document_id.to_string().into(), run_id.to_string().into()];
-        values.extend(batch.iter().map(|n| Value::from(*n)));
-        conn.execute_sql(stmt(
-            &format!(
-                "DELETE FROM document_pages WHERE document_id = ? AND run_id = ? \
-                 AND number IN ({placeholders})"
-            ),
-            values,
-        ))
-        .await?;
-    }
-
-    // Runs still queued or running may yet read or update their records; finished (or
-    // deleted) runs' records are superseded by this run's.
-    conn.execute_sql(stmt(
-        "DELETE FROM document_pages WHERE document_id = ? AND run_id <> ? \
-         AND run_id NOT IN (SELECT id FROM runs WHERE subject = ? \
-         AND status IN ('queued', 'running'))",
-        [
-            document_id.to_string().into(),
-            run_id.to_string().into(),
-            document_id.to_string().into(),
-        ],
-    ))
-    .await?;
+    let statements = put_pages_statements(document_id, run_id, pages)?;
+    let txn = begin_immediate(db).await?;
+    txn.execute_all_sql(statements).await?;
+    txn.commit().await?;
     Ok(())
 }
 
-/// Writes one page record of a run (insert or replace).
+/// Writes one page record of a run (insert or replace). Outside a run; a stage hands
+/// [`upsert_pages_statements`] to the engine.
 pub async fn put_page(
     conn: &impl ConnectionTrait,
     document_id: &str,
     run_id: &str,
     page: &PageRecord,
 ) -> Result<()> {
-    conn.execute_sql(upsert_statement(
+    conn.execute_all_sql(upsert_pages_statements(
         document_id,
         run_id,
         std::slice::from_ref(page),
     )?)
     .await?;
     Ok(())
+}
+
+/// The statements that replace the page records of `run_id` for the document, to run in one
+/// transaction: this run's records are deleted (page numbers it no longer has included), then
+/// `pages` inserted. Only this run's rows are touched.
+pub fn put_pages_statements(
+    document_id: &str,
+    run_id: &str,
+    pages: &[PageRecord],
+) -> Result<Vec<Statement>> {
+    let mut statements = vec![stmt(
+        "DELETE FROM document_pages WHERE document_id = ? AND run_id = ?",
+        [document_id.to_string().into(), run_id.to_string().into()],
+    )];
+    statements.extend(upsert_pages_statements(document_id, run_id, pages)?);
+    Ok(statements)
+}
+
+/// The statements that insert or replace `pages` among the records of `run_id` (its other
+/// pages stay as they are), at most 200 rows a statement.
+pub fn upsert_pages_statements(
+    document_id: &str,
+    run_id: &str,
+    pages: &[PageRecord],
+) -> Result<Vec<Statement>> {
+    pages
+        .chunks(BATCH_ROWS)
+        .map(|batch| upsert_statement(document_id, run_id, batch))
+        .collect()
 }
 
 /// Every page record of one run of the document, text included, in page order.
@@ -402,11 +385,7 @@ fn count_where(condition: &str) -> String {
 }
 
 /// `INSERT … ON CONFLICT DO UPDATE` of a batch of one run's records.
-fn upsert_statement(
-    document_id: &str,
-    run_id: &str,
-    pages: &[PageRecord],
-) -> Result<sea_orm::Statement> {
+fn upsert_statement(document_id: &str, run_id: &str, pages: &[PageRecord]) -> Result<Statement> {
     let placeholders = vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"; pages.len()].join(", ");
     let mut values: Vec<Value> = Vec::with_capacity(pages.len() * 12);
     for page in pages {

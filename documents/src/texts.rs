@@ -84,7 +84,7 @@ pub async fn latest_text(
     document_id: &str,
     kind: &str,
 ) -> Result<Option<TextRecord>> {
-    newest_text(conn, document_id, kind, "").await
+    newest_text(conn, document_id, kind, false).await
 }
 
 /// The newest text of a kind written by a succeeded run of the document: what readers of the
@@ -94,29 +94,35 @@ pub async fn latest_succeeded_text(
     document_id: &str,
     kind: &str,
 ) -> Result<Option<TextRecord>> {
-    newest_text(conn, document_id, kind, SUCCEEDED_RUN).await
+    newest_text(conn, document_id, kind, true).await
 }
 
-/// The join that keeps only texts of succeeded runs, for `t`.
-const SUCCEEDED_RUN: &str = "JOIN runs r ON r.id = t.run_id AND r.status = 'succeeded'";
+/// Keeps only texts of succeeded runs of the document (its id the one value), for `t`: a run
+/// that succeeded, or one that a succeeded retry replayed (the retry reuses its checkpoints,
+/// and so the texts they name), up the chain of retries.
+const SUCCEEDED_RUN: &str = "AND t.run_id IN (WITH RECURSIVE good (id, retry_of) AS (\
+     SELECT id, retry_of FROM runs WHERE subject = ? AND status = 'succeeded' \
+     UNION SELECT r.id, r.retry_of FROM runs r JOIN good g ON r.id = g.retry_of) \
+     SELECT id FROM good)";
 
 async fn newest_text(
     conn: &impl ConnectionTrait,
     document_id: &str,
     kind: &str,
-    join: &str,
+    succeeded_only: bool,
 ) -> Result<Option<TextRecord>> {
+    let filter = if succeeded_only { SUCCEEDED_RUN } else { "" };
     let sql = format!(
         "SELECT t.id AS id, t.document_id AS document_id, t.run_id AS run_id, t.kind AS kind, \
-         t.body AS body FROM document_texts t {join} WHERE t.document_id = ? AND t.kind = ? \
+         t.body AS body FROM document_texts t WHERE t.document_id = ? AND t.kind = ? {filter} \
          ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1"
     );
-    let row = conn
-        .query_one_sql(stmt(
-            &sql,
-            [document_id.to_string().into(), kind.to_string().into()],
-        ))
-        .await?;
+    let mut values: Vec<sea_orm::Value> =
+        vec![document_id.to_string().into(), kind.to_string().into()];
+    if succeeded_only {
+        values.push(document_id.to_string().into());
+    }
+    let row = conn.query_one_sql(stmt(&sql, values)).await?;
     row.as_ref().map(text_from_row).transpose()
 }
 
@@ -133,7 +139,7 @@ pub async fn content_page(
         .query_one_sql(stmt(
             &format!(
                 "SELECT substr(t.body, ?, ?) AS page, t.chars AS chars FROM document_texts t \
-                 {SUCCEEDED_RUN} WHERE t.document_id = ? AND t.kind = ? \
+                 WHERE t.document_id = ? AND t.kind = ? {SUCCEEDED_RUN} \
                  ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1"
             ),
             [
@@ -143,6 +149,7 @@ pub async fn content_page(
                 clamp_i32(limit).into(),
                 document_id.to_string().into(),
                 TEXT_KIND_CLEANED.into(),
+                document_id.to_string().into(),
             ],
         ))
         .await?;

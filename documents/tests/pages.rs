@@ -1,5 +1,6 @@
-//! Page records on a real SQLite file and a real PostgreSQL database: batched replacement, upserts, pruning of other runs,
-//! the listing (latest run, summary, failures filter, paging) and deletion with page images.
+//! Page records on a real SQLite file and a real PostgreSQL database: batched replacement,
+//! upserts, other runs' records left alone, the listing (latest run, summary, failures filter,
+//! paging) and deletion with page images.
 
 #[macro_use]
 mod common;
@@ -22,14 +23,14 @@ async fn add_run(db: &impl ConnectionTrait, id: &str, subject: &str, status: &st
     .expect("insert run");
 }
 
-async fn set_status(db: &impl ConnectionTrait, id: &str, status: &str) {
+async fn delete_run(db: &impl ConnectionTrait, id: &str) {
     db.execute_sql(Statement::from_sql_and_values(
         DbBackend::Sqlite,
-        "UPDATE runs SET status = ? WHERE id = ?",
-        [status.into(), id.into()],
+        "DELETE FROM runs WHERE id = ?",
+        [id.into()],
     ))
     .await
-    .expect("update run");
+    .expect("delete run");
 }
 
 async fn page_rows(db: &impl ConnectionTrait, document_id: &str) -> i64 {
@@ -116,8 +117,8 @@ async fn a_runs_pages_are_replaced_in_batches_and_read_in_order(env: Env) {
     );
 }
 
-on_both_backends!(writing_a_run_prunes_finished_runs_but_not_active_ones);
-async fn writing_a_run_prunes_finished_runs_but_not_active_ones(env: Env) {
+on_both_backends!(writing_a_runs_records_never_touches_another_runs);
+async fn writing_a_runs_records_never_touches_another_runs(env: Env) {
     let doc = env
         .upload("scan.pdf", b"%PDF-1.7\n%prune\n")
         .await
@@ -132,36 +133,31 @@ async fn writing_a_run_prunes_finished_runs_but_not_active_ones(env: Env) {
         "2026-11-23T10:00:00.000Z",
     )
     .await;
-    add_run(db, "run_2", &doc.id, "running", "2026-11-23T10:01:00.000Z").await;
-    add_run(db, "run_3", &doc.id, "queued", "2026-11-23T10:02:00.000Z").await;
-    let one = [PageRecord::pending(1)];
-    put_pages(db, &doc.id, "run_1", &one).await.expect("put 1");
-    put_pages(db, &doc.id, "run_2", &one).await.expect("put 2");
-    // run_1 is finished: run_2's write removed its records.
-    assert!(
-        run_pages(db, &doc.id, "run_1")
-            .await
-            .expect("read")
-            .is_empty()
-    );
-
-    put_pages(db, &doc.id, "run_3", &one).await.expect("put 3");
-    // run_2 is still running: kept.
-    assert_eq!(
-        run_pages(db, &doc.id, "run_2").await.expect("read").len(),
-        1
-    );
-    set_status(db, "run_2", "failed").await;
-    put_pages(db, &doc.id, "run_3", &one)
+    add_run(db, "run_2", &doc.id, "failed", "2026-11-23T10:01:00.000Z").await;
+    add_run(db, "run_3", &doc.id, "running", "2026-11-23T10:02:00.000Z").await;
+    let two = [PageRecord::pending(1), PageRecord::text_layer(2, "two")];
+    put_pages(db, &doc.id, "run_1", &two).await.expect("put 1");
+    put_pages(db, &doc.id, "run_2", &two[..1])
+        .await
+        .expect("put 2");
+    // Finished runs' records stay whatever a later run writes: removing them is retention's
+    // work, once their run is pruned, and a run's own write replaces only its records.
+    put_pages(db, &doc.id, "run_3", &two[1..])
+        .await
+        .expect("put 3");
+    put_pages(db, &doc.id, "run_3", &two[1..])
         .await
         .expect("put 3 again");
-    assert!(
-        run_pages(db, &doc.id, "run_2")
-            .await
-            .expect("read")
-            .is_empty()
+    assert_eq!(run_pages(db, &doc.id, "run_1").await.expect("read"), two);
+    assert_eq!(
+        run_pages(db, &doc.id, "run_2").await.expect("read"),
+        two[..1]
     );
-    assert_eq!(page_rows(db, &doc.id).await, 1);
+    assert_eq!(
+        run_pages(db, &doc.id, "run_3").await.expect("read"),
+        two[1..]
+    );
+    assert_eq!(page_rows(db, &doc.id).await, 4);
 }
 
 on_both_backends!(the_listing_shows_the_latest_run_with_a_summary_and_filters);
@@ -220,10 +216,8 @@ async fn the_listing_shows_the_latest_run_with_a_summary_and_filters(env: Env) {
     assert_eq!(listing.run_id.as_deref(), Some("run_new"));
     assert_eq!(listing.total, 1);
 
-    set_status(db, "run_new", "canceled").await;
-    put_pages(db, &doc.id, "run_old", &pages)
-        .await
-        .expect("old again");
+    // Records of a run whose row is gone count as oldest.
+    delete_run(db, "run_new").await;
     let listing = page_listing(db, &doc.id, 100, 0, false)
         .await
         .expect("listing");

@@ -8,8 +8,8 @@ use common::{Env, files_under};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use shelf_documents::{
     DocumentResults, DocumentStatus, DocumentsError, SourceKind, TextRecord, content_page,
-    document_id, find_document, get_text, index_document, latest_text, put_text, set_results,
-    sha256_hex, status_after_unsuccessful_run_statement, status_statement,
+    document_id, find_document, get_text, index_document, latest_succeeded_text, latest_text,
+    put_text, set_results, sha256_hex, status_after_unsuccessful_run_statement, status_statement,
 };
 use shelf_engine::sql::SqlExt;
 
@@ -595,3 +595,55 @@ async fn an_upload_whose_caller_goes_away_still_ends_whole(env: Env) {
     assert!(!staged.exists(), "the staged file moved");
 }
 on_both_backends!(an_upload_whose_caller_goes_away_still_ends_whole);
+
+async fn a_succeeded_retry_shows_the_text_it_reused_from_the_failed_run(env: Env) {
+    // run_a failed after cleaning; run_b, its retry, succeeded by reusing that checkpoint, and
+    // run_c, a retry of another failed run, too: the cleaned texts they reuse are what
+    // readers see, up a chain of retries, and a failed run's own text is not.
+    let bytes = b"retries reuse texts\n";
+    let staged = env.stage(bytes).await;
+    let doc = env
+        .store
+        .ingest_upload(&staged, "chain.txt", &sha256_hex(bytes), bytes.len() as u64)
+        .await
+        .expect("ingest")
+        .document;
+    let db = env.db();
+    for (run, status, retry_of) in [
+        ("run_a", "failed", None),
+        ("run_b", "failed", Some("run_a")),
+        ("run_c", "succeeded", Some("run_b")),
+        ("run_d", "failed", None),
+    ] {
+        db.execute_sql(Statement::from_sql_and_values(
+            DbBackend::Sqlite,
+            "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, status, retry_of, due_at, enqueued_at, created_at) \
+             VALUES (?, ?, 'default', '', '', ?, ?, 0, 0, '2026-01-01T00:00:00Z')",
+            [run.into(), doc.id.clone().into(), status.into(), retry_of.into()],
+        ))
+        .await
+        .expect("run");
+    }
+    let text = |run: &str, body: &str| TextRecord {
+        id: format!("{run}:clean"),
+        document_id: doc.id.clone(),
+        run_id: run.into(),
+        kind: "cleaned".into(),
+        body: body.into(),
+    };
+    put_text(db, &text("run_a", "cleaned once, reused twice"))
+        .await
+        .expect("text");
+    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    put_text(db, &text("run_d", "a failed run's text"))
+        .await
+        .expect("text");
+    let seen = latest_succeeded_text(db, &doc.id, "cleaned")
+        .await
+        .expect("read")
+        .expect("a text");
+    assert_eq!(seen.run_id, "run_a");
+    let page = content_page(db, &doc.id, 0, 100).await.expect("page");
+    assert_eq!(page.text, "cleaned once, reused twice");
+}
+on_both_backends!(a_succeeded_retry_shows_the_text_it_reused_from_the_failed_run);

@@ -11,6 +11,7 @@ pub mod lifecycle;
 pub mod pipeline;
 pub mod queue_health;
 pub mod registry;
+pub mod retention;
 pub mod sql;
 pub mod stage;
 pub mod state;

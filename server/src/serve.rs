@@ -1,8 +1,9 @@
 //! Binding and serving: the public-bind rule (anything but loopback needs an API key and
-//! `SHELF_API_IMPORT_ROOT`), the listener, the in-process queue workers of `--workers`, and
-//! graceful shutdown: when the token trips, new connections stop, in-flight requests finish,
-//! event streams end, in-process runs (the workers' too) go back to the queue, and queued
-//! audit events are written, each within a grace period.
+//! `SHELF_API_IMPORT_ROOT`), the listener, the in-process queue workers of `--workers`, the
+//! background pruning of superseded runs, and graceful shutdown: when the token trips, new
+//! connections stop, in-flight requests finish, event streams end, in-process runs (the
+//! workers' too) go back to the queue, and queued audit events are written, each within a
+//! grace period.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -172,6 +173,16 @@ impl BoundServer {
         self.state
             .tasks
             .spawn(async move { shelf.work(count, shutdown).await });
+    }
+
+    /// Starts the background pruning of superseded runs (`SHELF_RUN_RETENTION`) every few
+    /// minutes, stopped by the server's shutdown token like other background work.
+    pub fn start_retention(&self) {
+        let shelf = self.state.shelf.clone();
+        let shutdown = self.state.shutdown.clone();
+        self.state
+            .tasks
+            .spawn(async move { shelf.prune_runs_periodically(shutdown).await });
     }
 
     /// Serves until the shutdown token trips, then drains (see the module docs).

@@ -2,7 +2,9 @@
 //! `SHELF_OCR_LLM_CORRECTION` (`always`, `low-confidence`, `never`); the model is
 //! `SHELF_OCR_LLM_MODEL` (empty: the provider's main model). A correction that rewrites the
 //! page instead of fixing it is refused and the page keeps its OCR text, with a warning event.
-//! Each page is checkpointed, so a resumed run pays for no page twice.
+//! Each page is checkpointed, so a resumed run pays for no page twice. A page's record is
+//! updated through a fenced `write_now` once its checkpoint is saved, and every corrected
+//! record again with the stage's success.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use shelf_documents::DocumentStore;
-use shelf_documents::pages::{PageRecord, PageSource, put_page};
+use shelf_documents::pages::{PageRecord, PageSource, upsert_pages_statements};
 use shelf_engine::{Stage, StageContext, StageError};
 
 use crate::StageDeps;
@@ -177,6 +179,18 @@ impl Stage for Correct {
                 apply(page, done);
             }
         }
+        // Once more with the stage's success: a page whose checkpoint committed but whose
+        // record did not (the lease lost in between) is reused without a write of its own.
+        let sent: Vec<PageRecord> = pages
+            .iter()
+            .filter(|p| verdicts.contains_key(&p.number))
+            .cloned()
+            .collect();
+        for statement in
+            upsert_pages_statements(&document_id, &ctx.run_id, &sent).map_err(from_documents)?
+        {
+            ctx.write_on_success(statement);
+        }
         if !chosen.is_empty() && corrected == 0 {
             ctx.event(
                 "stage_note",
@@ -267,9 +281,11 @@ impl Correct {
         ctx.save_part(&key, &done).await?;
         let mut record = page.clone();
         apply(&mut record, &done);
-        put_page(&self.documents.db, &ctx.subject, &ctx.run_id, &record)
-            .await
-            .map_err(from_documents)?;
+        ctx.write_now(
+            upsert_pages_statements(&ctx.subject, &ctx.run_id, std::slice::from_ref(&record))
+                .map_err(from_documents)?,
+        )
+        .await?;
         Ok((number, done, false))
     }
 }

@@ -13,8 +13,11 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use shelf_documents::pages::put_pages;
-use shelf_documents::{Document, DocumentStore, PageRecord, PageSource, TEXT_KIND_RAW, format_for};
+use shelf_documents::pages::put_pages_statements;
+use shelf_documents::{
+    Document, DocumentStore, PageRecord, PageSource, TEXT_KIND_RAW, format_for,
+    put_segments_statements,
+};
 use shelf_engine::sql::SqlExt;
 use shelf_engine::{Stage, StageContext, StageError};
 pub use shelf_extractors::Limits;
@@ -112,7 +115,6 @@ impl Extract {
             CacheWrite::Hand(ctx),
         )
         .await?;
-        let db = &self.documents.db;
         let ocr_pages: Vec<u32> = pages
             .iter()
             .filter(|p| p.source == PageSource::Pending)
@@ -127,16 +129,20 @@ impl Extract {
         }
         record_warnings(ctx, &extraction.warnings).await?;
 
+        // Everything extract stores commits with its success, fenced: a worker that lost the
+        // run writes none of it, and the run's page records replace only its own.
         let saved = save_stage_text(ctx, &document.id, TEXT_KIND_RAW, extraction.markdown);
         if !extraction.segments.is_empty() {
-            shelf_documents::put_segments(db, &document.id, &extraction.segments)
-                .await
-                .map_err(from_documents)?;
+            for statement in put_segments_statements(&document.id, &extraction.segments) {
+                ctx.write_on_success(statement);
+            }
         }
         if !pages.is_empty() {
-            put_pages(db, &document.id, &ctx.run_id, &pages)
-                .await
-                .map_err(from_documents)?;
+            for statement in
+                put_pages_statements(&document.id, &ctx.run_id, &pages).map_err(from_documents)?
+            {
+                ctx.write_on_success(statement);
+            }
         }
         let metadata = &extraction.metadata;
         Ok(json!({

@@ -3,6 +3,11 @@
 //! finished page is a partial checkpoint, so a reclaimed, resumed or retried run re-reads no
 //! finished page; each is also written to the page records as it finishes. The document's text
 //! is then its pages in order: text-layer pages as extracted, OCR pages as recognized.
+//!
+//! Every write is fenced by the run's lease: page records through `write_now` as pages finish
+//! (and again with the stage's success), and a kept page image is written under a temporary
+//! name and renamed into place only once the page's checkpoint has committed (see
+//! [`StagedImage`]), so a worker that lost the run leaves no record and no image.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +18,9 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use shelf_documents::pages::{PageRecord, PageSource, put_page, put_pages, run_pages};
+use shelf_documents::pages::{
+    PageRecord, PageSource, put_pages_statements, run_pages, upsert_pages_statements,
+};
 use shelf_documents::{DocumentStore, format_for};
 use shelf_engine::{Stage, StageContext, StageError};
 use shelf_extractors::Kind;
@@ -187,6 +194,19 @@ impl Stage for Ocr {
                 *page = page_record(number, outcome);
             }
         }
+        // The records written as pages finished, once more with the stage's success: a page
+        // whose checkpoint committed but whose record did not (the lease lost in between) is
+        // reused by the next attempt without another write of its own.
+        let read: Vec<PageRecord> = pages
+            .iter()
+            .filter(|p| wanted.contains(&p.number))
+            .cloned()
+            .collect();
+        for statement in
+            upsert_pages_statements(&document.id, &ctx.run_id, &read).map_err(from_documents)?
+        {
+            ctx.write_on_success(statement);
+        }
         let summary = OcrSummary::of(&pages, threshold);
         if reused > 0 {
             ctx.event(
@@ -262,11 +282,17 @@ impl Ocr {
         if control.is_canceled() {
             return Err(StageError::canceled());
         }
+        let mut image = None;
         let outcome = match self.recognize(source, number, control).await {
             Ok(text) => {
                 metrics::ocr().page_processed();
                 let image_path = match &text.image_png {
-                    Some(png) => Some(self.keep_image(document_id, number, png).await?),
+                    Some(png) => {
+                        let staged = self.stage_image(document_id, number, png).await?;
+                        let path = staged.relative.clone();
+                        image = Some(staged);
+                        Some(path)
+                    }
                     None => None,
                 };
                 let mut warnings = text.warnings.clone();
@@ -316,16 +342,18 @@ impl Ocr {
         };
         // A failed page is not finished: a resumed or retried run tries it again.
         if outcome.error.is_none() {
+            // A refused checkpoint drops the image unpublished, which removes it.
             ctx.save_part(&key, &outcome).await?;
+            if let Some(image) = image.take() {
+                image.publish().await?;
+            }
         }
-        put_page(
-            &self.documents.db,
-            document_id,
-            &ctx.run_id,
-            &page_record(number, outcome.clone()),
+        let record = page_record(number, outcome.clone());
+        ctx.write_now(
+            upsert_pages_statements(document_id, &ctx.run_id, std::slice::from_ref(&record))
+                .map_err(from_documents)?,
         )
-        .await
-        .map_err(from_documents)?;
+        .await?;
         if let Some(confidence) = outcome.confidence {
             ctx.event(
                 "page_read",
@@ -387,17 +415,15 @@ impl Ocr {
         }
     }
 
-    /// Saves a page image as `page-images/<document>/page-NNNN.png` under the data directory
-    /// and returns that relative path.
-    async fn keep_image(
+    /// Writes a page image under a temporary name next to its place,
+    /// `page-images/<document>/page-NNNN.png` under the data directory; the caller publishes
+    /// it once the page's checkpoint has committed.
+    async fn stage_image(
         &self,
         document_id: &str,
         number: u32,
         png: &[u8],
-    ) -> Result<String, StageError> {
-        let io = |e: std::io::Error| {
-            StageError::retryable("io_error", format!("cannot keep the page image: {e}"))
-        };
+    ) -> Result<StagedImage, StageError> {
         let dir = self
             .documents
             .create_page_images_dir(document_id)
@@ -405,11 +431,64 @@ impl Ocr {
             .map_err(from_documents)?;
         let name = format!("page-{number:04}.png");
         let path = dir.join(&name);
-        let partial = dir.join(format!(".{name}.part"));
-        tokio::fs::write(&partial, png).await.map_err(io)?;
-        tokio::fs::rename(&partial, &path).await.map_err(io)?;
-        Ok(relative_to(&self.documents.data_dir, &path))
+        // Unique per write: a worker that lost the run may still be writing the same page.
+        let partial = dir.join(format!(".{name}.{:016x}.part", fastrand::u64(..)));
+        if let Err(e) = tokio::fs::write(&partial, png).await {
+            let _ = tokio::fs::remove_file(&partial).await;
+            return Err(image_error(e));
+        }
+        Ok(StagedImage {
+            relative: relative_to(&self.documents.data_dir, &path),
+            partial,
+            path,
+            published: false,
+        })
     }
+}
+
+/// A kept page image written under a temporary name, not yet in place. A file cannot be fenced
+/// by the database, so the page's checkpoint (a fenced write naming the image) stands in for
+/// the image: it is renamed into place only after that checkpoint committed, and removed when
+/// it was refused or never made (dropped unpublished). A worker that takes the run over reuses
+/// the checkpoint and never writes the image again, so each page image of a run has one
+/// writer, the claim whose checkpoint committed, and the page's record is written only after
+/// the rename. The path is the document's, not the run's: a later run of the document puts its
+/// own image of the same page there.
+struct StagedImage {
+    /// Relative to the data directory, as page records name it.
+    relative: String,
+    partial: PathBuf,
+    path: PathBuf,
+    published: bool,
+}
+
+impl StagedImage {
+    /// Moves the image into place: the checkpoint naming it committed under this claim's
+    /// lease, so the rename completes a committed write even if the lease is lost meanwhile.
+    async fn publish(mut self) -> Result<(), StageError> {
+        tokio::fs::rename(&self.partial, &self.path)
+            .await
+            .map_err(image_error)?;
+        self.published = true;
+        Ok(())
+    }
+}
+
+impl Drop for StagedImage {
+    /// An image not put in place is named by nothing: its checkpoint was refused, or the page
+    /// was abandoned (canceled, the stage dropped) before it was saved.
+    fn drop(&mut self) {
+        if !self.published
+            && let Err(e) = std::fs::remove_file(&self.partial)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(error = %e, "cannot remove an unused page image");
+        }
+    }
+}
+
+fn image_error(e: std::io::Error) -> StageError {
+    StageError::retryable("io_error", format!("cannot keep the page image: {e}"))
 }
 
 fn relative_to(base: &Path, path: &Path) -> String {
@@ -465,14 +544,15 @@ pub(crate) async fn this_runs_pages(
         return Err(StageError::fatal(
             "missing_input",
             format!(
-                "the page records of run {source_run} are gone (a later run of the document \
-                 replaced them); reprocess the document"
+                "the page records of run {source_run} are gone (pruned with their run); \
+                 reprocess the document"
             ),
         ));
     }
-    put_pages(db, document_id, &ctx.run_id, &pages)
-        .await
-        .map_err(from_documents)?;
+    // Written now, fenced: the records this run's pages update as they are read must exist
+    // first. Only this run's rows are written; the source run keeps its own.
+    ctx.write_now(put_pages_statements(document_id, &ctx.run_id, &pages).map_err(from_documents)?)
+        .await?;
     Ok(pages)
 }
 

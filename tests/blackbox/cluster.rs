@@ -425,6 +425,7 @@ fn admin_commands_answer_on_postgres_and_file_commands_refuse() {
     );
     let maintained = env.json(&["admin", "db-maintain", "--json"]);
     assert_eq!(maintained["analyzed"], true, "{maintained}");
+    assert_eq!(maintained["pruned_runs"], 0, "{maintained}");
 
     let backup = env.path().join("backup.sqlite");
     let zip = env.path().join("workspace.zip");

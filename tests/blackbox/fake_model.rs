@@ -14,6 +14,11 @@ use serde_json::{Value, json};
 struct State {
     requests: usize,
     released: bool,
+    /// With [`FakeModel::holding`]: only requests whose system prompt contains this are held;
+    /// the rest are answered at once.
+    hold_only: Option<String>,
+    /// Requests held so far (all of them without `hold_only`).
+    held: usize,
 }
 
 type Shared = Arc<(Mutex<State>, Condvar)>;
@@ -27,9 +32,23 @@ pub struct FakeModel {
 impl FakeModel {
     /// A model that answers nothing until [`FakeModel::release`].
     pub fn held() -> FakeModel {
+        Self::start(None)
+    }
+
+    /// A model that answers every request at once except those whose system prompt contains
+    /// `pattern` (e.g. `Dewey`: classification), held until [`FakeModel::release`]: a run
+    /// stops at that stage, its earlier stages done.
+    pub fn holding(pattern: &str) -> FakeModel {
+        Self::start(Some(pattern.to_string()))
+    }
+
+    fn start(hold_only: Option<String>) -> FakeModel {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake model");
         let addr = listener.local_addr().expect("local addr");
         let shared: Shared = Arc::default();
+        if let Ok(mut state) = shared.0.lock() {
+            state.hold_only = hold_only;
+        }
         let accepting = shared.clone();
         std::thread::spawn(move || {
             for socket in listener.incoming() {
@@ -47,6 +66,11 @@ impl FakeModel {
     /// Requests received so far, answered or not.
     pub fn requests(&self) -> usize {
         self.shared.0.lock().map(|s| s.requests).unwrap_or(0)
+    }
+
+    /// Requests held so far (answered since or not).
+    pub fn held_requests(&self) -> usize {
+        self.shared.0.lock().map(|s| s.held).unwrap_or(0)
     }
 
     /// Answers the held requests (whose clients may be gone) and every later one at once.
@@ -72,7 +96,15 @@ fn serve(mut socket: TcpStream, shared: &Shared) {
     let (lock, released) = &**shared;
     let Ok(mut state) = lock.lock() else { return };
     state.requests += 1;
-    let Ok(state) = released.wait_while(state, |s| !s.released) else {
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    let hold = state
+        .hold_only
+        .as_deref()
+        .is_none_or(|pattern| system.contains(pattern));
+    if hold {
+        state.held += 1;
+    }
+    let Ok(state) = released.wait_while(state, |s| hold && !s.released) else {
         return;
     };
     drop(state);

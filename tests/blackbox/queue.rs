@@ -60,6 +60,20 @@ async fn poll<T, F: std::future::Future<Output = Option<T>>>(
     }
 }
 
+/// `POST /runs` of `doc` (queued: the default processing mode); the new run's id.
+async fn create_run(client: &reqwest::Client, api: &Api, doc: &Value) -> String {
+    let run: Value = client
+        .post(api.url("/runs"))
+        .json(&json!({"document_id": doc["id"]}))
+        .send()
+        .await
+        .expect("create run")
+        .json()
+        .await
+        .expect("run");
+    run["id"].as_str().expect("run id").to_string()
+}
+
 /// Polls `GET /runs/{id}` until the run is terminal.
 async fn wait_terminal(api: &Api, run_id: &str) -> Value {
     let client = client();
@@ -126,16 +140,7 @@ async fn queue_warns_until_a_worker_claims(env: Env) {
     let mut api = Api::start(&env);
     let client = client();
     let (_, doc) = upload(&client, &api, "farriers.txt", TEXT.to_vec()).await;
-    let run: Value = client
-        .post(api.url("/runs"))
-        .json(&json!({"document_id": doc["id"]}))
-        .send()
-        .await
-        .expect("create run")
-        .json()
-        .await
-        .expect("run");
-    let run_id = run["id"].as_str().expect("run id").to_string();
+    let run_id = create_run(&client, &api, &doc).await;
 
     let queue = get_json(&client, &api, "/queue").await;
     assert_eq!(
@@ -201,16 +206,7 @@ async fn sigterm_puts_the_runs_of_api_workers_back_on_the_queue() {
     let client = client();
     let text = std::fs::read(corpus("text/crazyones.txt")).expect("corpus");
     let (_, doc) = upload(&client, &api, "crazy.txt", text).await;
-    let run: Value = client
-        .post(api.url("/runs"))
-        .json(&json!({"document_id": doc["id"]}))
-        .send()
-        .await
-        .expect("create run")
-        .json()
-        .await
-        .expect("run");
-    let run_id = run["id"].as_str().expect("run id").to_string();
+    let run_id = create_run(&client, &api, &doc).await;
     poll(
         Duration::from_secs(60),
         "the worker to call the model",

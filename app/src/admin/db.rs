@@ -1,5 +1,5 @@
 //! The database's own administration: integrity and migration check, size and row statistics,
-//! maintenance (optimize, WAL checkpoint, vacuum), online backup (`VACUUM INTO` a verified temp
+//! maintenance (pruning superseded runs, optimize, WAL checkpoint, vacuum), online backup (`VACUUM INTO` a verified temp
 //! file that then replaces the destination) and restore (verify, drop stale sidecars, rename).
 //! Every command opens its own single connection, so none needs the schema to be current and
 //! none changes the database it only inspects. On PostgreSQL, check, statistics and `ANALYZE`
@@ -110,6 +110,12 @@ pub struct TableRows {
 pub struct DbMaintenance {
     pub backend: Backend,
     pub database: String,
+    /// Superseded runs pruned with their texts, page records, stages and events (keeping
+    /// `run_retention` per document); `None` when the schema is not this binary's (pending or
+    /// unknown migrations), whose tables the pruning statements might not match.
+    pub pruned_runs: Option<u64>,
+    /// `SHELF_RUN_RETENTION`: the runs kept per document.
+    pub run_retention: u32,
     pub vacuumed: bool,
     /// PostgreSQL: `ANALYZE` ran (SQLite's `PRAGMA optimize` analyzes what needs it).
     pub analyzed: bool,
@@ -463,8 +469,31 @@ async fn stats_postgres(settings: &Settings) -> Result<DbStats, AdminError> {
     })
 }
 
-/// `PRAGMA optimize`, optionally `VACUUM`, then `wal_checkpoint(TRUNCATE)` (last, because a
-/// vacuum in WAL mode writes the whole database through the WAL). On PostgreSQL, `ANALYZE`;
+/// Prunes every superseded run on the command's own connection, as the background task of
+/// `shelf worker` and `shelf api` does but without pausing, when the schema is this binary's.
+async fn prune_runs(db: &DatabaseConnection, keep: u32) -> Result<Option<u64>, AdminError> {
+    let status = schema_status(db)
+        .await
+        .map_err(|e| AdminError::Db(e.to_string()))?;
+    if !status.pending.is_empty() || !status.unknown.is_empty() {
+        return Ok(None);
+    }
+    // The store's lease only matters to claims, which this store never makes.
+    let store = shelf_engine::RunStore::new(db.clone(), std::time::Duration::from_secs(30));
+    let pruned = crate::retention::prune(
+        &store,
+        keep,
+        std::time::Duration::ZERO,
+        &tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .map_err(|e| AdminError::Db(e.to_string()))?;
+    Ok(Some(pruned))
+}
+
+/// Prunes superseded runs (`SHELF_RUN_RETENTION` per document), then `PRAGMA optimize`,
+/// optionally `VACUUM`, then `wal_checkpoint(TRUNCATE)` (last, because a vacuum in WAL mode
+/// writes the whole database through the WAL). On PostgreSQL, the pruning and `ANALYZE`;
 /// `--vacuum` is refused (autovacuum, or `VACUUM` through psql, is PostgreSQL's own business).
 pub async fn maintain(settings: &Settings, vacuum: bool) -> Result<DbMaintenance, AdminError> {
     if settings.is_postgres() {
@@ -479,12 +508,15 @@ pub async fn maintain(settings: &Settings, vacuum: bool) -> Result<DbMaintenance
         let db = open_server(settings).await?;
         let size = "SELECT pg_database_size(current_database())";
         let before = scalar(&db, size).await?;
+        let pruned_runs = prune_runs(&db, settings.run_retention).await?;
         rows(&db, "ANALYZE").await?;
         let after = scalar(&db, size).await?;
         db.close().await?;
         return Ok(DbMaintenance {
             backend: Backend::Postgres,
             database: settings.database_display(),
+            pruned_runs,
+            run_retention: settings.run_retention,
             vacuumed: false,
             analyzed: true,
             bytes_before: u64::try_from(before).unwrap_or(0),
@@ -496,6 +528,7 @@ pub async fn maintain(settings: &Settings, vacuum: bool) -> Result<DbMaintenance
     let [wal, _, _] = sidecars(&database);
     let (bytes_before, wal_bytes_before) = (file_len(&database), file_len(&wal));
     let db = open_file(&database).await?;
+    let pruned_runs = prune_runs(&db, settings.run_retention).await?;
     rows(&db, "PRAGMA optimize").await?;
     if vacuum {
         rows(&db, "VACUUM").await?;
@@ -511,6 +544,8 @@ pub async fn maintain(settings: &Settings, vacuum: bool) -> Result<DbMaintenance
     db.close().await?;
     Ok(DbMaintenance {
         backend: Backend::Sqlite,
+        pruned_runs,
+        run_retention: settings.run_retention,
         vacuumed: vacuum,
         analyzed: false,
         bytes_before,

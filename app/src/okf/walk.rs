@@ -100,8 +100,11 @@ fn stmt(sql: &str, values: Vec<Value>) -> Statement {
 
 fn has_cleaned() -> String {
     format!(
+        // A text of a succeeded run, or of a run a succeeded retry replayed (the walk then
+        // reads the exact text with `latest_succeeded_text`, which follows whole retry chains).
         "EXISTS (SELECT 1 FROM document_texts t JOIN runs r ON r.id = t.run_id \
-         WHERE t.document_id = d.id AND t.kind = '{TEXT_KIND_CLEANED}' AND r.status = 'succeeded')"
+         WHERE t.document_id = d.id AND t.kind = '{TEXT_KIND_CLEANED}' AND (r.status = 'succeeded' \
+         OR EXISTS (SELECT 1 FROM runs s WHERE s.retry_of = r.id AND s.status = 'succeeded')))"
     )
 }
 

@@ -51,6 +51,7 @@ pub async fn run(args: Args) -> CliResult {
     let shutdown = CancellationToken::new();
     let server = listener.serve(shelf, shutdown.clone(), ServerOptions::default());
     server.start_workers(workers);
+    server.start_retention();
     crate::signals::stop_on_signal(shutdown);
     super::announce("shelf api", server.local_addr())?;
     server.run().await.map_err(|e| {

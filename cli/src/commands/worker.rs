@@ -1,5 +1,6 @@
 //! `shelf worker`: executes queued runs until SIGINT or SIGTERM; in-flight runs then go back
-//! to the queue with their checkpoints. With `--metrics-port` it also serves its metrics
+//! to the queue with their checkpoints. Meanwhile it prunes superseded runs every few minutes
+//! (`SHELF_RUN_RETENTION`). With `--metrics-port` it also serves its metrics
 //! (`/metrics`, `/metrics/prometheus`) and prints one line to stdout once bound
 //! (`shelf worker metrics listening on http://HOST:PORT`), which tests read when port 0 picked one.
 
@@ -46,10 +47,16 @@ pub async fn run(args: Args) -> CliResult {
         None => None,
     };
     crate::signals::stop_on_signal(shutdown.clone());
+    let retention = {
+        let (shelf, shutdown) = (shelf.clone(), shutdown.clone());
+        tokio::spawn(async move { shelf.prune_runs_periodically(shutdown).await })
+    };
     shelf.work(concurrency, shutdown).await;
     if let Some(server) = metrics_server {
         let _ = server.await;
     }
+    // It stops between two transactions once the token has tripped.
+    let _ = retention.await;
     Ok(ExitCode::SUCCESS)
 }
 

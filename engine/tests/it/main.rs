@@ -10,3 +10,4 @@ mod pg_cluster_selftest;
 mod pipeline;
 mod postgres;
 mod queue;
+mod retention;

@@ -5,6 +5,7 @@
 mod clean_failures;
 mod extraction;
 mod fake_server;
+mod fencing;
 mod ocr;
 mod openai_provider;
 mod pipeline;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::json;
 use shelf_documents::DocumentStore;
 use shelf_engine::executor::NoHooks;
-use shelf_engine::{Engine, EngineConfig, PipelineSource, RunRecord, RunStore};
+use shelf_engine::{Engine, EngineConfig, PipelineSource, Registry, RunRecord, RunStore};
 use shelf_migrations::{Migrator, MigratorTrait};
 use shelf_stages::chunk::ChunkSettings;
 use shelf_stages::{Provider, StageDeps};
@@ -29,6 +29,27 @@ pub async fn setup_with(
     target_chars: usize,
     concurrency: usize,
     adjust: impl FnOnce(&mut StageDeps),
+) -> Setup {
+    setup_engine(
+        provider,
+        target_chars,
+        concurrency,
+        adjust,
+        shelf_stages::registry,
+        EngineConfig::default(),
+    )
+    .await
+}
+
+/// `setup_with`, with the registry made by `registry` from the stage dependencies (a test may
+/// replace a stage kind with a wrapper of it) and the engine's own configuration.
+pub async fn setup_engine(
+    provider: Arc<dyn Provider>,
+    target_chars: usize,
+    concurrency: usize,
+    adjust: impl FnOnce(&mut StageDeps),
+    registry: impl FnOnce(&StageDeps) -> Registry,
+    config: EngineConfig,
 ) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let db = shelf_engine::db::connect(&dir.path().join("s.sqlite"), 4)
@@ -54,10 +75,9 @@ pub async fn setup_with(
         classification_prompt_version: "dewey_v2".into(),
     };
     adjust(&mut deps);
-    let config = EngineConfig::default();
     let engine = Engine::new(
         RunStore::new(db, config.lease),
-        shelf_stages::registry(&deps),
+        registry(&deps),
         Arc::new(NoHooks),
         config,
     );
@@ -77,6 +97,15 @@ pub fn corpus(name: &str) -> PathBuf {
 
 /// Ingests `file` and runs the shipped default pipeline on it to the end, in process.
 pub async fn run_default(s: &Setup, file: &Path) -> RunRecord {
+    let run = submit_default(s, file).await;
+    s.engine
+        .run_in_process(&run.id, "test", CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+/// Ingests `file` and submits a run of the shipped default pipeline on it (queued).
+pub async fn submit_default(s: &Setup, file: &Path) -> RunRecord {
     let doc = s.documents.ingest_path(file).await.unwrap().document;
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -91,13 +120,8 @@ pub async fn run_default(s: &Setup, file: &Path) -> RunRecord {
             text,
         })
         .unwrap();
-    let run = s
-        .engine
-        .submit(&doc.id, &pipeline, json!({ "document_id": doc.id }))
-        .await
-        .unwrap();
     s.engine
-        .run_in_process(&run.id, "test", CancellationToken::new())
+        .submit(&doc.id, &pipeline, json!({ "document_id": doc.id }))
         .await
         .unwrap()
 }

@@ -29,8 +29,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// PRAGMA optimize and a WAL checkpoint; --vacuum also compacts the file (SQLite only).
-    /// On PostgreSQL: ANALYZE.
+    /// Prune superseded runs (keeping SHELF_RUN_RETENTION per document), then PRAGMA optimize
+    /// and a WAL checkpoint; --vacuum also compacts the file (SQLite only). On PostgreSQL: the
+    /// pruning and ANALYZE.
     DbMaintain {
         #[arg(long)]
         vacuum: bool,
@@ -212,27 +213,41 @@ pub async fn run(command: Command) -> CliResult {
             let report = admin::db::maintain(&settings(json)?, vacuum)
                 .await
                 .map_err(fail(json))?;
-            show(&report, json, |r| match &r.wal {
-                Some(wal) => {
-                    println!(
-                        "optimized{}; checkpoint {} of {} WAL frames{}",
-                        if r.vacuumed { " and vacuumed" } else { "" },
-                        wal.checkpoint_checkpointed_frames,
-                        wal.checkpoint_log_frames,
-                        if wal.checkpoint_busy != 0 {
-                            " (readers kept it from truncating the WAL)"
-                        } else {
-                            ""
-                        }
-                    );
-                    println!(
-                        "file {} -> {} bytes, WAL {} -> {} bytes",
-                        r.bytes_before, r.bytes_after, wal.wal_bytes_before, wal.wal_bytes_after
-                    );
+            show(&report, json, |r| {
+                match r.pruned_runs {
+                    Some(pruned) => println!(
+                        "pruned {pruned} superseded runs (keeping {} per document)",
+                        r.run_retention
+                    ),
+                    None => println!(
+                        "runs not pruned: the schema is not this binary's (see shelf admin db-check)"
+                    ),
                 }
-                None => {
-                    println!("analyzed {}", r.database);
-                    println!("database {} -> {} bytes", r.bytes_before, r.bytes_after);
+                match &r.wal {
+                    Some(wal) => {
+                        println!(
+                            "optimized{}; checkpoint {} of {} WAL frames{}",
+                            if r.vacuumed { " and vacuumed" } else { "" },
+                            wal.checkpoint_checkpointed_frames,
+                            wal.checkpoint_log_frames,
+                            if wal.checkpoint_busy != 0 {
+                                " (readers kept it from truncating the WAL)"
+                            } else {
+                                ""
+                            }
+                        );
+                        println!(
+                            "file {} -> {} bytes, WAL {} -> {} bytes",
+                            r.bytes_before,
+                            r.bytes_after,
+                            wal.wal_bytes_before,
+                            wal.wal_bytes_after
+                        );
+                    }
+                    None => {
+                        println!("analyzed {}", r.database);
+                        println!("database {} -> {} bytes", r.bytes_before, r.bytes_after);
+                    }
                 }
             });
             Ok(ExitCode::SUCCESS)

@@ -1,0 +1,80 @@
+//! The document rows a pruned run leaves behind (its texts and page records), as statements
+//! for the engine's retention transaction, so a run and what it wrote go together.
+//!
+//! A run's subject is its document's id. Transcript segments (`document_segments`) and the
+//! extraction cache belong to the document and its bytes, not to a run, and the search rows
+//! are the document's current index: none of them is touched here.
+
+use sea_orm::{Statement, Value};
+use shelf_engine::retention::PrunedRun;
+
+use crate::sql::stmt;
+
+/// Deletes the texts and page records of `runs`. Both tables are keyed by document first
+/// (`document_texts_document`, the page records' primary key), so naming the documents turns
+/// each delete into index lookups instead of a scan of every text.
+pub fn pruned_run_statements(runs: &[PrunedRun]) -> Vec<Statement> {
+    if runs.is_empty() {
+        return Vec::new();
+    }
+    let mut documents: Vec<&str> = runs.iter().map(|r| r.subject.as_str()).collect();
+    documents.sort_unstable();
+    documents.dedup();
+    let values = || -> Vec<Value> {
+        documents
+            .iter()
+            .map(|d| Value::from(d.to_string()))
+            .chain(runs.iter().map(|r| Value::from(r.id.clone())))
+            .collect()
+    };
+    let condition = format!(
+        "document_id IN ({}) AND run_id IN ({})",
+        vec!["?"; documents.len()].join(", "),
+        vec!["?"; runs.len()].join(", ")
+    );
+    vec![
+        stmt(
+            &format!("DELETE FROM document_texts WHERE {condition}"),
+            values(),
+        ),
+        stmt(
+            &format!("DELETE FROM document_pages WHERE {condition}"),
+            values(),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_each_document_once_and_every_run() {
+        let runs = [
+            PrunedRun {
+                id: "run_a".into(),
+                subject: "doc_1".into(),
+            },
+            PrunedRun {
+                id: "run_b".into(),
+                subject: "doc_1".into(),
+            },
+            PrunedRun {
+                id: "run_c".into(),
+                subject: "doc_2".into(),
+            },
+        ];
+        let statements = pruned_run_statements(&runs);
+        assert_eq!(statements.len(), 2);
+        assert_eq!(
+            statements[0].sql,
+            "DELETE FROM document_texts WHERE document_id IN (?, ?) AND run_id IN (?, ?, ?)"
+        );
+        assert_eq!(
+            statements[1].values.as_ref().map(|v| v.0.len()),
+            Some(5),
+            "two documents, three runs"
+        );
+        assert!(pruned_run_statements(&[]).is_empty());
+    }
+}
