@@ -26,6 +26,8 @@ pub struct QueueClock {
     /// Local time of the last measure; `i64::MIN` before the first.
     synced_at: Arc<AtomicI64>,
     syncing: Arc<AtomicBool>,
+    /// Moved on by [`QueueClock::advance`], after the offset: time a test lets pass.
+    shift: Arc<AtomicI64>,
 }
 
 impl Default for QueueClock {
@@ -47,12 +49,22 @@ impl QueueClock {
             offset: Arc::new(AtomicI64::new(0)),
             synced_at: Arc::new(AtomicI64::new(i64::MIN)),
             syncing: Arc::new(AtomicBool::new(false)),
+            shift: Arc::new(AtomicI64::new(0)),
         }
+    }
+
+    /// Moves this clock (and its clones) forward by `by`, on top of the database's time: how a
+    /// test lets a lease lapse or a retry come due without waiting for it.
+    pub fn advance(&self, by: std::time::Duration) {
+        let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.shift.fetch_add(by, Ordering::Relaxed);
     }
 
     /// Now, in the queue's time.
     pub fn now_ms(&self) -> i64 {
-        (self.local)().saturating_add(self.offset.load(Ordering::Relaxed))
+        (self.local)()
+            .saturating_add(self.offset.load(Ordering::Relaxed))
+            .saturating_add(self.shift.load(Ordering::Relaxed))
     }
 
     /// On PostgreSQL, measures the offset from the database's clock when the last measure is

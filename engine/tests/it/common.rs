@@ -372,7 +372,23 @@ pub fn fast_config() -> EngineConfig {
 }
 
 pub fn engine(db: &DatabaseConnection, probe: &Arc<Probe>, config: EngineConfig) -> Engine {
-    let store = RunStore::new(db.clone(), config.lease);
+    engine_on(
+        db,
+        probe,
+        config,
+        &shelf_engine::clock::QueueClock::system(),
+    )
+}
+
+/// An engine whose queue reads `clock`: engines given clones of one clock share its time, which
+/// the test moves on with `advance` instead of sleeping.
+pub fn engine_on(
+    db: &DatabaseConnection,
+    probe: &Arc<Probe>,
+    config: EngineConfig,
+    clock: &shelf_engine::clock::QueueClock,
+) -> Engine {
+    let store = RunStore::with_clock(db.clone(), config.lease, clock.clone());
     Engine::new(store, registry(probe), Arc::new(NoHooks), config)
 }
 

@@ -10,9 +10,11 @@ use shelf_engine::executor::ClaimOutcome;
 use shelf_engine::{EngineConfig, EngineError, RunStatus};
 use tokio_util::sync::CancellationToken;
 
+use shelf_engine::clock::QueueClock;
+
 use crate::common::{
-    Backend, Probe, all_terminal, compile, connect, database, engine, event_kinds, fast_config,
-    on_both_backends, spawn_execute, start_workers,
+    Backend, Probe, all_terminal, compile, connect, database, engine, engine_on, event_kinds,
+    fast_config, on_both_backends, spawn_execute, start_workers,
 };
 
 async fn two_workers_never_run_the_same_run_at_once(backend: Backend) {
@@ -77,28 +79,33 @@ where
     }
 }
 
+/// A lease the tests let lapse by moving a shared clock past it (`LAPSE`), never by sleeping:
+/// nothing here depends on how fast the machine is.
 fn short_lease() -> EngineConfig {
     EngineConfig {
-        lease: Duration::from_millis(300),
+        lease: Duration::from_secs(10),
         heartbeat: Duration::from_millis(100),
         max_reclaims: 3,
     }
 }
 
+const LAPSE: Duration = Duration::from_secs(11);
+
 async fn an_expired_lease_is_reclaimed_and_the_stale_worker_is_fenced_off(backend: Backend) {
     let (dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
-    let stale = engine(&db, &probe, short_lease());
+    let clock = QueueClock::system();
+    let stale = engine_on(&db, &probe, short_lease(), &clock);
     let p = compile(&stale, "version: 1\nstages:\n  a: { uses: step }\n");
     let run = stale.submit("s", &p, json!({})).await.unwrap();
     let first = stale.claim("stale", None).await.unwrap().expect("claim");
     assert!(!first.reclaimed);
     // While the lease is valid nobody else can take the run.
     let db2 = connect(&dir).await;
-    let fresh = engine(&db2, &probe, short_lease());
+    let fresh = engine_on(&db2, &probe, short_lease(), &clock);
     assert!(fresh.claim("fresh", None).await.unwrap().is_none());
     // The stale worker stops renewing (it "died"); the lease expires.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    clock.advance(LAPSE);
     let second = fresh.claim("fresh", None).await.unwrap().expect("reclaim");
     assert!(second.reclaimed);
     assert_eq!(second.run.reclaims, 1);
@@ -201,13 +208,14 @@ async fn reclaims_are_capped(backend: Backend) {
         max_reclaims: 1,
         ..short_lease()
     };
-    let e = engine(&db, &probe, config);
+    let clock = QueueClock::system();
+    let e = engine_on(&db, &probe, config, &clock);
     let p = compile(&e, "version: 1\nstages:\n  a: { uses: step }\n");
     let run = e.submit("s", &p, json!({})).await.unwrap();
     e.claim("w1", None).await.unwrap().unwrap();
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    clock.advance(LAPSE);
     e.claim("w2", None).await.unwrap().unwrap();
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    clock.advance(LAPSE);
     let third = e.claim("w3", None).await.unwrap().unwrap();
     assert_eq!(third.run.reclaims, 2);
     let outcome = e.execute(third, CancellationToken::new()).await.unwrap();
@@ -220,11 +228,12 @@ async fn reclaims_are_capped(backend: Backend) {
 async fn canceling_a_run_whose_worker_died_is_immediate(backend: Backend) {
     let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
-    let e = engine(&db, &probe, short_lease());
+    let clock = QueueClock::system();
+    let e = engine_on(&db, &probe, short_lease(), &clock);
     let p = compile(&e, "version: 1\nstages:\n  a: { uses: step }\n");
     let run = e.submit("s", &p, json!({})).await.unwrap();
     let claim = e.claim("dead", None).await.unwrap().unwrap();
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    clock.advance(LAPSE);
     assert_eq!(
         e.cancel(&run.id).await.unwrap(),
         shelf_engine::store::CancelOutcome::Canceled
