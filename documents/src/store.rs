@@ -578,6 +578,13 @@ impl DocumentStore {
 /// texts, segments, page records, runs, the row). Run them inside one transaction.
 pub fn delete_statements(document_id: &str, pk: i64) -> Vec<Statement> {
     vec![
+        // Runs first: run retention locks a document's runs, then deletes their texts and page
+        // records; taking the locks in that same order here means the two wait for each other
+        // instead of deadlocking on PostgreSQL.
+        stmt(
+            "DELETE FROM runs WHERE subject = ?",
+            [document_id.to_string().into()],
+        ),
         stmt("DELETE FROM search_cleaned WHERE rowid = ?", [pk.into()]),
         stmt("DELETE FROM search_raw WHERE rowid = ?", [pk.into()]),
         stmt(
@@ -596,10 +603,6 @@ pub fn delete_statements(document_id: &str, pk: i64) -> Vec<Statement> {
         stmt(
             "DELETE FROM extraction_cache WHERE sha256 = (SELECT sha256 FROM documents WHERE pk = ?)",
             [pk.into()],
-        ),
-        stmt(
-            "DELETE FROM runs WHERE subject = ?",
-            [document_id.to_string().into()],
         ),
         stmt("DELETE FROM documents WHERE pk = ?", [pk.into()]),
     ]
