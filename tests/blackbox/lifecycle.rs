@@ -196,3 +196,63 @@ async fn a_run_canceled_between_clean_and_index_leaves_the_document_as_it_was() 
         "{content:#}"
     );
 }
+
+/// A backup tool holds the database's write lock for 8 s just as a stage's answer comes back:
+/// the worker waits for the lock instead of giving the run up, so the run succeeds with no
+/// reclaim, no second attempt and no model call made twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_locked_for_8_s_mid_run_costs_no_model_call_twice() {
+    use std::io::BufRead;
+    let model = FakeModel::holding("Dewey");
+    let env = env_with(&model);
+    let api = Api::start(&env);
+    let _worker = env.spawn(&["worker"]);
+    let text = std::fs::read(corpus("text/crazyones.txt")).expect("corpus");
+    let (_, doc) = upload(&client(), &api, "crazy.txt", text).await;
+    let document_id = doc["id"].as_str().expect("id").to_string();
+    let run = create_run(&api, &document_id).await;
+    let run_id = run["id"].as_str().expect("run id").to_string();
+    poll("classify to call the model", || async {
+        (model.held_requests() >= 1).then_some(())
+    })
+    .await;
+    let mut holder = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys, time\n\
+             c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+             c.execute('BEGIN IMMEDIATE')\n\
+             print('locked', flush=True)\n\
+             time.sleep(8)\n\
+             c.execute('ROLLBACK')\n",
+        ])
+        .arg(env.path().join("shelf.sqlite"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read");
+    assert_eq!(line.trim(), "locked");
+    // Classification answers while the lock is held: its success has to wait for the lock.
+    let before = model.requests();
+    model.release();
+    let done = wait_status(&api, &run_id, "succeeded").await;
+    assert!(holder.wait().expect("holder").success());
+    assert_eq!(model.requests(), before, "a model call was made twice");
+    let events = get_json(
+        &client(),
+        &api,
+        &format!("/runs/{run_id}/events/records?limit=500"),
+    )
+    .await;
+    let text = events.to_string();
+    assert!(!text.contains("run_reclaimed"), "{events:#}");
+    for stage in done["stages"].as_array().expect("stages") {
+        assert!(
+            stage["attempts"].as_i64().unwrap_or(0) <= 1,
+            "a stage ran twice: {done:#}"
+        );
+    }
+}
