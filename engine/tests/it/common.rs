@@ -47,6 +47,14 @@ impl TestDb {
         }
     }
 
+    /// The database's name, on PostgreSQL.
+    pub fn postgres_name(&self) -> Option<String> {
+        match &self.target {
+            DatabaseTarget::Postgres(url) => url.rsplit('/').next().map(str::to_string),
+            DatabaseTarget::Sqlite(_) => None,
+        }
+    }
+
     pub fn backend(&self) -> Backend {
         match self.target {
             DatabaseTarget::Sqlite(_) => Backend::Sqlite,

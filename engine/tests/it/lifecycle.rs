@@ -352,3 +352,44 @@ async fn a_host_with_a_clock_a_minute_ahead_reclaims_no_live_run() {
         ClaimOutcome::Finished(RunStatus::Canceled)
     );
 }
+
+/// Every connection to the PostgreSQL database is cut (what the pools see of a server restart
+/// or a failover) while a stage runs: its success is written once the pool reconnects, with no
+/// reclaim and no second attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_connections_cut_mid_run_waste_no_work() {
+    if !crate::common::postgres_available() {
+        return;
+    }
+    let (dir, db) = database(Backend::Postgres).await;
+    let probe = Arc::new(Probe::default());
+    let config = EngineConfig {
+        lease: Duration::from_secs(30),
+        ..fast_config()
+    };
+    let e = engine(&db, &probe, config);
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step, with: { gate: g } }\n  b: { uses: step, needs: [a] }\n",
+    );
+    let run = e.submit("doc", &p, json!({})).await.unwrap();
+    let claim = e.claim("w", None).await.unwrap().unwrap();
+    let task = spawn_execute(&e, claim);
+    started(&probe, &run.id, "a", 1).await;
+    let name = dir.postgres_name().expect("a PostgreSQL database");
+    crate::pg_cluster::PgCluster::shared()
+        .expect("cluster")
+        .psql(&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+        ));
+    probe.open("g");
+    assert_eq!(
+        task.await.unwrap().unwrap(),
+        ClaimOutcome::Finished(RunStatus::Succeeded)
+    );
+    let kinds = event_kinds(&e, &run.id).await;
+    assert!(!kinds.iter().any(|k| k.contains("reclaimed")), "{kinds:?}");
+    assert_eq!(probe.starts_of(&run.id, "a"), 1);
+    let stages = e.store().stages(&run.id).await.unwrap();
+    assert!(stages.iter().all(|s| s.attempts == 1), "{stages:?}");
+}
