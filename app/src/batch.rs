@@ -52,6 +52,8 @@ impl Shelf {
     /// file under `SHELF_API_MAX_UPLOAD_BYTES`. A declared body length that cannot fit the caps
     /// (see [`PART_FRAMING_BYTES`]) is refused at once.
     pub fn begin_batch(&self, declared_length: Option<u64>) -> Result<BatchUpload, UploadError> {
+        // Refused while a volume is below `SHELF_MIN_FREE_BYTES`, before anything is read.
+        self.admit_new_work()?;
         let batch = BatchUpload {
             store: self.documents.clone(),
             max_files: self.settings.api_max_batch_files,

@@ -62,7 +62,9 @@ impl Shelf {
     }
 
     /// Starts an upload capped at `SHELF_API_MAX_UPLOAD_BYTES`; the filename is checked now.
+    /// Refused while a volume is below `SHELF_MIN_FREE_BYTES`.
     pub fn begin_upload(&self, filename: &str) -> Result<UploadSink, UploadError> {
+        self.admit_new_work()?;
         UploadSink::begin(
             self.documents.clone(),
             filename,

@@ -30,6 +30,17 @@ pub enum AppError {
     SchemaTooNew { unknown: Vec<String> },
     #[error("storage problem: {detail}")]
     Storage { detail: String },
+    /// SQLite reported `SQLITE_CORRUPT` or `SQLITE_NOTADB` (PostgreSQL `XX001`/`XX002`), or
+    /// refused a write after that: the process writes nothing more (`db::mark_damaged`).
+    #[error(
+        "the database is damaged ({detail}); restore the last backup: `shelf admin db-restore FILE --yes` (docs/operations.md, Backup and restore)"
+    )]
+    DatabaseCorrupt { detail: String },
+    /// A volume Shelf writes to is below `SHELF_MIN_FREE_BYTES`: new work (uploads, imports)
+    /// is refused before it starts. (A write that met a full disk keeps its own variant; its
+    /// code is `insufficient_storage` all the same.)
+    #[error("Insufficient storage: {detail}")]
+    InsufficientStorage { detail: String },
     #[error("run could not be submitted: {0}")]
     RunSubmission(String),
     #[error("internal error: {0}")]
@@ -38,7 +49,20 @@ pub enum AppError {
 
 impl From<sea_orm::DbErr> for AppError {
     fn from(e: sea_orm::DbErr) -> Self {
+        if shelf_engine::db::note_if_corrupt(&e) {
+            return AppError::DatabaseCorrupt {
+                detail: e.to_string(),
+            };
+        }
         AppError::Internal(format!("database: {e}"))
+    }
+}
+
+impl From<crate::disk::LowSpace> for AppError {
+    fn from(low: crate::disk::LowSpace) -> Self {
+        AppError::InsufficientStorage {
+            detail: format!("{low}; nothing was stored. Retry once space is freed"),
+        }
     }
 }
 
@@ -47,8 +71,17 @@ impl From<EngineError> for AppError {
         match e {
             EngineError::Pipeline(p) => AppError::Pipeline(p),
             EngineError::RunNotFound(id) => AppError::NotFound(format!("Run not found: {id}")),
+            // Shelf's runs are of documents (see `DocumentHooks::subject_guard`).
+            EngineError::SubjectNotFound(id) => {
+                AppError::Documents(DocumentsError::NotFound { id })
+            }
             EngineError::RunTerminal { id, status } => AppError::RunTerminal { id, status },
             EngineError::RunNotFailed { id, status } => AppError::RunNotFailed { id, status },
+            EngineError::Db(e) if shelf_engine::db::note_if_corrupt(&e) => {
+                AppError::DatabaseCorrupt {
+                    detail: e.to_string(),
+                }
+            }
             other @ (EngineError::LeaseLost(_)
             | EngineError::Corrupt { .. }
             | EngineError::Db(_)) => AppError::Internal(other.to_string()),
@@ -63,6 +96,15 @@ impl AppError {
             AppError::Config(_) => "invalid_configuration",
             AppError::Admin(e) => e.code(),
             AppError::Documents(e) => e.code(),
+            // A write that met a full disk (`ENOSPC`, `SQLITE_FULL`), known by its words once
+            // it is text: the operator's to fix, not an internal error.
+            AppError::Internal(text)
+            | AppError::RunSubmission(text)
+            | AppError::Storage { detail: text }
+                if shelf_engine::db::is_storage_full_text(text) =>
+            {
+                "insufficient_storage"
+            }
             AppError::Pipeline(PipelineError::NotFound { .. }) => "pipeline_not_found",
             AppError::Pipeline(
                 PipelineError::Invalid { .. } | PipelineError::Unreadable { .. },
@@ -73,6 +115,12 @@ impl AppError {
             AppError::RunNotFailed { .. } => "run_not_failed",
             AppError::SchemaTooNew { .. } => "schema_mismatch",
             AppError::Storage { .. } => "service_unavailable",
+            AppError::DatabaseCorrupt { .. } => "database_corrupt",
+            // A damaged database's error that reached here as text only.
+            AppError::Internal(text) if shelf_engine::db::is_corrupt_text(text) => {
+                "database_corrupt"
+            }
+            AppError::InsufficientStorage { .. } => "insufficient_storage",
             AppError::RunSubmission(_) => "run_submission_failed",
             AppError::Internal(_) => "server_error",
         }
@@ -85,6 +133,7 @@ impl AppError {
             AppError::Documents(e) => e.kind() == ErrorKind::User,
             AppError::Internal(_)
             | AppError::Storage { .. }
+            | AppError::DatabaseCorrupt { .. }
             | AppError::RunSubmission(_)
             | AppError::Admin(_) => false,
             AppError::Config(_)
@@ -93,7 +142,43 @@ impl AppError {
             | AppError::BadRequest(_)
             | AppError::RunTerminal { .. }
             | AppError::RunNotFailed { .. }
-            | AppError::SchemaTooNew { .. } => true,
+            | AppError::SchemaTooNew { .. }
+            | AppError::InsufficientStorage { .. } => true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_insufficient_storage_however_it_arrives() {
+        let refused = AppError::from(crate::disk::LowSpace {
+            free: 1 << 20,
+            floor: 8 << 20,
+        });
+        assert_eq!(refused.code(), "insufficient_storage");
+        assert!(refused.is_user_error());
+        assert!(
+            refused
+                .to_string()
+                .starts_with("Insufficient storage: 1.0 MiB free"),
+            "{refused}"
+        );
+        let full_db = AppError::from(sea_orm::DbErr::Custom(
+            "error returned from database: (code: 13) database or disk is full".into(),
+        ));
+        assert_eq!(full_db.code(), "insufficient_storage");
+        assert!(!full_db.is_user_error(), "its text stays in the log");
+        let enospc = AppError::Documents(DocumentsError::Io(std::io::Error::from_raw_os_error(28)));
+        assert_eq!(enospc.code(), "insufficient_storage");
+        let submission = AppError::RunSubmission("database error: database or disk is full".into());
+        assert_eq!(submission.code(), "insufficient_storage");
+        assert_eq!(
+            AppError::RunSubmission("pool timed out".into()).code(),
+            "run_submission_failed"
+        );
+        assert_eq!(AppError::Internal("boom".into()).code(), "server_error");
     }
 }

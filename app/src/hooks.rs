@@ -1,4 +1,5 @@
-//! What Shelf adds to the engine's run transitions: the document's status moves in the same
+//! What Shelf adds to the engine's run transitions: a run is created only for a document that
+//! still exists (checked in the creating transaction), the document's status moves in the same
 //! transaction as its run's, each finished stage writes the `run_stage_finished` log event,
 //! claims, stage attempts and terminal runs are counted in the process's metrics, and the
 //! engine's spans name the run's subject `document_id` and continue the trace of the request
@@ -7,9 +8,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sea_orm::Statement;
-use shelf_documents::{DocumentStatus, status_after_unsuccessful_run_statement, status_statement};
-use shelf_engine::{Claim, EngineError, RunHooks, RunRecord, RunStatus, StageStatus};
+use sea_orm::{DbBackend, Statement};
+use shelf_documents::{
+    DocumentStatus, lock_document_statement, status_after_unsuccessful_run_statement,
+    status_statement,
+};
+use shelf_engine::{Claim, EngineError, RunHooks, RunRecord, RunStatus, StageStatus, SubjectGuard};
 use tracing::Span;
 use tracing::field::Empty;
 
@@ -33,6 +37,17 @@ impl RunHooks for DocumentHooks {
                 status_after_unsuccessful_run_statement(subject, DocumentStatus::Ingested)
             }
         }]
+    }
+
+    /// A run is created only for a document that still exists: its lock first (PostgreSQL;
+    /// a delete takes it too), then the move to `processing`, which finds the row or not.
+    fn subject_guard(&self, backend: DbBackend, subject: &str) -> Option<SubjectGuard> {
+        Some(SubjectGuard {
+            lock: lock_document_statement(backend, subject)
+                .into_iter()
+                .collect(),
+            touch: status_statement(subject, DocumentStatus::Processing),
+        })
     }
 
     fn stage_finished(

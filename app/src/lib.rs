@@ -6,6 +6,7 @@ pub mod admin;
 pub mod audit;
 pub mod batch;
 pub mod db;
+pub mod disk;
 pub mod documents_service;
 pub mod error;
 pub mod export;

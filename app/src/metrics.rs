@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use prometheus::core::Collector;
 use prometheus::proto::{MetricFamily, MetricType};
-use prometheus::{Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+};
 use prometheus::{Opts, Registry, TextEncoder};
 use serde_json::{Map, Value, json};
 use shelf_engine::{RunStatus, StageStatus};
@@ -34,6 +36,8 @@ pub struct Metrics {
     queue_reclaims: IntCounter,
     queue_claim_failures: IntCounter,
     queue_wait: Histogram,
+    storage_refusals: IntCounter,
+    claims_paused: IntGauge,
 }
 
 /// Per-1K-token prices of the language model, for the cost estimate.
@@ -116,6 +120,17 @@ impl Metrics {
                 "Attempts to claim from the queue that failed (database busy or refusing).",
             ),
             queue_wait,
+            storage_refusals: counter(
+                "shelf_storage_refusals_total",
+                "Uploads, batches and imports refused because a volume Shelf writes to was \
+                 below SHELF_MIN_FREE_BYTES.",
+            ),
+            claims_paused: IntGauge::new(
+                "shelf_worker_claims_paused",
+                "1 while this process's workers claim no new run because a volume is below \
+                 SHELF_MIN_FREE_BYTES, else 0.",
+            )
+            .expect("valid metric"),
         };
         // Terminal statuses start at 0, so a rate over them exists before the first run ends.
         for status in [RunStatus::Succeeded, RunStatus::Failed, RunStatus::Canceled] {
@@ -129,6 +144,8 @@ impl Metrics {
             Box::new(metrics.queue_reclaims.clone()),
             Box::new(metrics.queue_claim_failures.clone()),
             Box::new(metrics.queue_wait.clone()),
+            Box::new(metrics.storage_refusals.clone()),
+            Box::new(metrics.claims_paused.clone()),
             Box::new(Derived::new(
                 "shelf_queue_wait_seconds_average",
                 "Average queue wait of the claims so far (0 before any).",
@@ -162,6 +179,30 @@ impl Metrics {
 
     pub fn gather(&self) -> Vec<MetricFamily> {
         self.registry.gather()
+    }
+
+    /// Adds `shelf_storage_free_bytes`: the free bytes of the data directory's volume, read
+    /// when the metrics are gathered (so it is never stale).
+    pub fn watch_free_space(&self, space: crate::disk::DiskSpace) {
+        let gauge = Derived::new(
+            "shelf_storage_free_bytes",
+            "Bytes free for Shelf on the data directory's volume (statvfs f_bavail), read at \
+             each scrape.",
+            move || space.free_bytes().map_or(0.0, |b| b as f64),
+        );
+        if let Err(error) = self.registry.register(Box::new(gauge)) {
+            tracing::error!(%error, "free-space metric not registered");
+        }
+    }
+
+    /// An upload, batch or import refused for want of disk space.
+    pub fn storage_refused(&self) {
+        self.storage_refusals.inc();
+    }
+
+    /// Whether this process's workers pause claiming for want of disk space.
+    pub fn set_claims_paused(&self, paused: bool) {
+        self.claims_paused.set(i64::from(paused));
     }
 
     // ---- what the engine reports (through `DocumentHooks`) ----
@@ -350,6 +391,38 @@ mod tests {
         for name in json_names {
             assert!(text_names.contains(&name.as_str()), "{name}");
         }
+    }
+
+    #[test]
+    fn storage_metrics_start_at_zero_and_follow_the_disk() {
+        let metrics = Metrics::new(TokenPrices::default());
+        let dir = tempfile::tempdir().expect("tempdir");
+        metrics.watch_free_space(crate::disk::DiskSpace::new(vec![dir.path().into()], None));
+        let json = metrics.json();
+        assert_eq!(
+            family(&json, "shelf_storage_refusals_total")["samples"][0]["value"],
+            0.0
+        );
+        assert_eq!(
+            family(&json, "shelf_worker_claims_paused")["samples"][0]["value"],
+            0.0
+        );
+        let free = family(&json, "shelf_storage_free_bytes")["samples"][0]["value"]
+            .as_f64()
+            .unwrap_or(0.0);
+        assert!(free > 0.0, "{json}");
+        assert_eq!(family(&json, "shelf_storage_free_bytes")["type"], "gauge");
+        metrics.storage_refused();
+        metrics.set_claims_paused(true);
+        let json = metrics.json();
+        assert_eq!(
+            family(&json, "shelf_storage_refusals_total")["samples"][0]["value"],
+            1.0
+        );
+        assert_eq!(
+            family(&json, "shelf_worker_claims_paused")["samples"][0]["value"],
+            1.0
+        );
     }
 
     #[test]

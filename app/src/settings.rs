@@ -30,23 +30,9 @@ fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
-/// A database URL with its password replaced by `***`, for `/config` and messages.
-pub fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
-    }
-}
+/// A database URL, or any text that may hold one (a driver's error), with every form of
+/// password in it replaced by `***`: for `/config`, `--json`, messages and logs.
+pub use shelf_engine::secrets::without_password;
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -184,8 +170,14 @@ pub struct Settings {
     /// `SHELF_DATABASE_URL`: a `postgres://` URL selects PostgreSQL instead of the SQLite file
     /// at `database_path` (it may hold a password, so it is a secret).
     pub database_url: Option<Secret>,
+    /// The passwords `database_url` holds, in every form (`shelf_engine::secrets`): the log
+    /// writer removes them wherever they appear.
+    pub database_passwords: Vec<Secret>,
     /// The pool size on either backend (`SHELF_DATABASE_MAX_CONNECTIONS`).
     pub database_max_connections: u32,
+    /// `SHELF_DATABASE_START_CHECK_MAX_BYTES`: `shelf api`, `shelf worker` and `shelf import`
+    /// run `PRAGMA quick_check` at start on a SQLite file up to this size (0: never).
+    pub database_start_check_max_bytes: u64,
     pub job_backend: String,
     pub pipeline: String,
     pub pipelines_dir: Option<PathBuf>,
@@ -199,6 +191,13 @@ pub struct Settings {
     /// pruned with their texts, page records and events, except the latest succeeded run and
     /// the retry chains of runs that stay (`crate::retention`).
     pub run_retention: u32,
+    /// `SHELF_MIN_FREE_BYTES`: below this many free bytes on a volume Shelf writes to, uploads
+    /// and imports are refused and workers claim no new run. `None` (unset): 1 GiB or 5% of
+    /// the volume, whichever is smaller (`crate::disk::floor`); `Some(0)` turns the check off.
+    pub min_free_bytes: Option<u64>,
+    /// `SHELF_READY_FULL_CHECK_SECONDS`: `/ready` runs the full `PRAGMA quick_check` at most
+    /// this often and reuses its verdict in between; 0 runs it on every call.
+    pub ready_full_check_seconds: u64,
 
     pub llm_provider: LlmProvider,
     pub llm_model: String,
@@ -247,6 +246,14 @@ pub struct Settings {
     pub api_max_import_manifest_bytes: u64,
     pub api_max_content_chars: usize,
     pub api_rate_limit_per_minute: u32,
+    /// IPv6 clients are one client per network of this prefix length (the rate limit, the
+    /// stream cap and the audit trail's aggregation): one host usually holds a whole /64.
+    pub api_client_ipv6_prefix: u8,
+    /// Event streams one client (its credential, else its address) may hold open; 0: no cap.
+    pub api_max_streams_per_client: usize,
+    /// An event stream ends after this long with a `retry:` hint; the client resumes it with
+    /// `Last-Event-ID`.
+    pub api_stream_max_seconds: u64,
     pub api_audit_retention_days: u32,
     pub api_import_root: Option<PathBuf>,
     pub api_trusted_proxy_cidrs: Vec<IpNet>,
@@ -529,6 +536,11 @@ impl Settings {
 
         let settings = Settings {
             database_max_connections: r.parse("SHELF_DATABASE_MAX_CONNECTIONS", 8, count),
+            database_start_check_max_bytes: r.parse(
+                "SHELF_DATABASE_START_CHECK_MAX_BYTES",
+                64 * 1024 * 1024,
+                bytes,
+            ),
             job_backend: r.one_of(
                 "SHELF_JOB_BACKEND",
                 default_job_backend,
@@ -546,6 +558,12 @@ impl Settings {
             worker_poll_ms: r.parse("SHELF_WORKER_POLL_MS", 100, count),
             worker_max_reclaims: r.parse("SHELF_WORKER_MAX_RECLAIMS", 3, count),
             run_retention: r.parse("SHELF_RUN_RETENTION", 3, count),
+            // Unset means the default floor, which depends on the volume (`crate::disk::floor`).
+            min_free_bytes: r
+                .raw("SHELF_MIN_FREE_BYTES")
+                .is_some()
+                .then(|| r.parse("SHELF_MIN_FREE_BYTES", 0, bytes)),
+            ready_full_check_seconds: r.parse("SHELF_READY_FULL_CHECK_SECONDS", 600, count),
             llm_provider,
             llm_model: r.string("SHELF_LLM_MODEL", "gpt-4o-mini"),
             llm_base_url: r.optional("SHELF_LLM_BASE_URL"),
@@ -622,6 +640,13 @@ impl Settings {
             ),
             api_max_content_chars: r.parse("SHELF_API_MAX_CONTENT_CHARS", 2_097_152, count),
             api_rate_limit_per_minute: r.parse("SHELF_API_RATE_LIMIT_PER_MINUTE", 0, count),
+            api_client_ipv6_prefix: r.parse(
+                "SHELF_API_CLIENT_IPV6_PREFIX",
+                64,
+                "a prefix length (1-128)",
+            ),
+            api_max_streams_per_client: r.parse("SHELF_API_MAX_STREAMS_PER_CLIENT", 8, count),
+            api_stream_max_seconds: r.parse("SHELF_API_STREAM_MAX_SECONDS", 300, count),
             api_audit_retention_days: r.parse("SHELF_API_AUDIT_RETENTION_DAYS", 90, count),
             api_import_root: r.optional("SHELF_API_IMPORT_ROOT").map(PathBuf::from),
             api_trusted_proxy_cidrs,
@@ -647,6 +672,13 @@ impl Settings {
             otel_service_name: r.string("SHELF_OTEL_SERVICE_NAME", "shelf"),
             data_dir,
             database_path,
+            database_passwords: database_url
+                .as_ref()
+                .map(|url| shelf_engine::secrets::passwords_in(url.expose()))
+                .unwrap_or_default()
+                .into_iter()
+                .map(Secret::new)
+                .collect(),
             database_url,
             unknown_variables: Vec::new(),
         };
@@ -694,6 +726,14 @@ impl Settings {
                 "SHELF_API_HEADER_READ_TIMEOUT_SECONDS and SHELF_API_KEEP_ALIVE_TIMEOUT_SECONDS must be at least 1"
                     .into(),
             );
+        }
+        if !(1..=128).contains(&settings.api_client_ipv6_prefix) {
+            problems.push("SHELF_API_CLIENT_IPV6_PREFIX must be between 1 and 128".into());
+        }
+        // A day at most: a stream resumes seamlessly, and the deadline stays far from any
+        // overflow of the clock's arithmetic.
+        if !(1..=86_400).contains(&settings.api_stream_max_seconds) {
+            problems.push("SHELF_API_STREAM_MAX_SECONDS must be between 1 and 86400".into());
         }
         if settings.ocr_timeout_seconds == 0 || settings.ocr_page_concurrency == 0 {
             problems.push(
@@ -747,6 +787,7 @@ impl Settings {
         });
         keys.chain(self.llm_api_key.iter().map(Secret::expose))
             .chain(self.otel_headers.iter().map(|(_, v)| v.expose()))
+            .chain(self.database_passwords.iter().map(Secret::expose))
             .collect()
     }
 
@@ -772,6 +813,8 @@ impl Settings {
                 "database_backend": if self.database_url.is_some() { "postgres" } else { "sqlite" },
                 "job_backend": self.job_backend,
                 "run_retention": self.run_retention,
+                "min_free_bytes": self.min_free_bytes,
+                "ready_full_check_seconds": self.ready_full_check_seconds,
             },
             "pipelines": {
                 "pipeline": self.pipeline,
@@ -837,6 +880,9 @@ impl Settings {
                 "max_import_manifest_bytes": self.api_max_import_manifest_bytes,
                 "max_content_chars": self.api_max_content_chars,
                 "rate_limit_per_minute": self.api_rate_limit_per_minute,
+                "client_ipv6_prefix": self.api_client_ipv6_prefix,
+                "max_streams_per_client": self.api_max_streams_per_client,
+                "stream_max_seconds": self.api_stream_max_seconds,
                 "audit_retention_days": self.api_audit_retention_days,
                 "import_root": self.api_import_root,
                 "trusted_proxy_cidrs": self.api_trusted_proxy_cidrs.iter().map(|n| format!("{}/{}", n.addr, n.prefix)).collect::<Vec<_>>(),
@@ -905,6 +951,34 @@ mod tests {
     }
 
     #[test]
+    fn the_free_space_floor_and_the_full_check_interval_parse() {
+        let s = Settings::from_vars(&vars(&[("HOME", "/home/u")])).unwrap();
+        assert_eq!(s.min_free_bytes, None, "unset: the default floor");
+        assert_eq!(s.ready_full_check_seconds, 600);
+        let s = Settings::from_vars(&vars(&[
+            ("SHELF_MIN_FREE_BYTES", "2_147_483_648"),
+            ("SHELF_READY_FULL_CHECK_SECONDS", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(s.min_free_bytes, Some(2_147_483_648));
+        assert_eq!(s.ready_full_check_seconds, 0);
+        let off = Settings::from_vars(&vars(&[("SHELF_MIN_FREE_BYTES", "0")])).unwrap();
+        assert_eq!(off.min_free_bytes, Some(0));
+        assert!(
+            off.unknown_variables.is_empty(),
+            "{:?}",
+            off.unknown_variables
+        );
+        let bad = Settings::from_vars(&vars(&[("SHELF_MIN_FREE_BYTES", "1GB")])).unwrap_err();
+        assert!(
+            bad.problems
+                .iter()
+                .any(|p| p.contains("SHELF_MIN_FREE_BYTES")),
+            "{bad}"
+        );
+    }
+
+    #[test]
     fn run_retention_keeps_at_least_one_run() {
         let of = |value: &str| {
             Settings::from_vars(&vars(&[
@@ -940,6 +1014,43 @@ mod tests {
             ]),
             3
         );
+    }
+
+    #[test]
+    fn load_limits_default_and_are_bounded() {
+        let of = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("HOME", "/home/u")];
+            all.extend_from_slice(pairs);
+            Settings::from_vars(&vars(&all))
+        };
+        let s = of(&[]).unwrap();
+        assert_eq!(s.api_client_ipv6_prefix, 64);
+        assert_eq!(s.api_max_streams_per_client, 8);
+        assert_eq!(s.api_stream_max_seconds, 300);
+        let s = of(&[
+            ("SHELF_API_CLIENT_IPV6_PREFIX", "56"),
+            ("SHELF_API_MAX_STREAMS_PER_CLIENT", "0"),
+            ("SHELF_API_STREAM_MAX_SECONDS", "30"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                s.api_client_ipv6_prefix,
+                s.api_max_streams_per_client,
+                s.api_stream_max_seconds
+            ),
+            (56, 0, 30)
+        );
+        for (name, bad) in [
+            ("SHELF_API_CLIENT_IPV6_PREFIX", "0"),
+            ("SHELF_API_CLIENT_IPV6_PREFIX", "129"),
+            ("SHELF_API_STREAM_MAX_SECONDS", "0"),
+            ("SHELF_API_STREAM_MAX_SECONDS", "86401"),
+            ("SHELF_API_MAX_STREAMS_PER_CLIENT", "-1"),
+        ] {
+            let e = of(&[(name, bad)]).unwrap_err();
+            assert!(e.to_string().contains(name), "{name}={bad}: {e}");
+        }
     }
 
     #[test]
@@ -1047,6 +1158,20 @@ mod tests {
             "postgres://shelf:***@db.example:5432/shelf?sslmode=require"
         );
         assert!(!s.redacted().to_string().contains("hunter2"));
+        assert!(s.secrets().contains(&"hunter2"));
+        // The query-parameter form, any case, hidden from `/config` and messages alike.
+        vars.insert(
+            "SHELF_DATABASE_URL".to_string(),
+            "postgres://shelf@db.example/shelf?sslmode=require&PASSWORD=SECRETX".to_string(),
+        );
+        let s = Settings::from_vars(&vars).unwrap();
+        assert_eq!(
+            s.database_display(),
+            "postgres://shelf@db.example/shelf?sslmode=require&PASSWORD=***"
+        );
+        assert!(!s.redacted().to_string().contains("SECRETX"));
+        assert!(!format!("{s:?}").contains("SECRETX"));
+        assert!(s.secrets().contains(&"SECRETX"));
         vars.insert("SHELF_DATABASE_URL".to_string(), "mysql://x/y".to_string());
         assert!(Settings::from_vars(&vars).is_err());
     }

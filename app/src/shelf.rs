@@ -69,6 +69,8 @@ pub struct Shelf {
     pub metrics: Arc<Metrics>,
     /// How documents are extracted, for conversions outside a run (imports).
     pub extraction: ExtractionSettings,
+    /// What `/ready` keeps between calls (`crate::readiness`).
+    pub(crate) readiness: Arc<crate::readiness::ReadinessCache>,
 }
 
 impl Shelf {
@@ -131,6 +133,12 @@ impl Shelf {
             max_reclaims: settings.worker_max_reclaims,
         };
         let metrics = Metrics::new(TokenPrices::from_settings(&settings));
+        // The configured provider's series exist from the start, at 0 (see docs/operations.md).
+        shelf_stages::metrics::declare_llm_provider(deps.provider.name());
+        metrics.watch_free_space(crate::disk::DiskSpace::of(&settings));
+        let readiness = Arc::new(crate::readiness::ReadinessCache::new(Duration::from_secs(
+            settings.ready_full_check_seconds,
+        )));
         let engine = Engine::new(
             RunStore::new(db.clone(), config.lease),
             shelf_stages::registry(&deps),
@@ -146,6 +154,7 @@ impl Shelf {
             engine,
             metrics,
             extraction,
+            readiness,
         }
     }
 
@@ -232,6 +241,8 @@ impl Shelf {
         if mode == ProcessingMode::None {
             return Ok(None);
         }
+        // A first look, for a 404 before the pipeline is loaded; the check that counts is in
+        // the run's creating transaction (`submit_run`).
         self.documents.get(document_id).await?;
         let pipeline = self.load_pipeline(pipeline.unwrap_or(&self.settings.pipeline))?;
         let earlier = match take_over {
@@ -240,20 +251,40 @@ impl Shelf {
         };
         let run = match earlier {
             Some(run) => run,
-            None => self
-                .engine
-                .submit(
-                    document_id,
-                    &pipeline,
-                    json!({ "document_id": document_id }),
-                )
-                .await
-                .map_err(|e| AppError::RunSubmission(e.to_string()))?,
+            None => self.submit_run(document_id, &pipeline).await?,
         };
         match mode {
             ProcessingMode::Process => Ok(Some(self.run_here_until(&run.id, shutdown).await?)),
             _ => Ok(Some(run)),
         }
+    }
+
+    /// Creates a queued run of `pipeline` for a document. The document is checked in the
+    /// transaction that inserts the run (see `DocumentHooks::subject_guard`), so a delete of it
+    /// at any moment leaves no orphan: it either came first (`NotFound`, nothing written) or
+    /// finds the new run and removes it with the document.
+    pub async fn submit_run(
+        &self,
+        document_id: &str,
+        pipeline: &CompiledPipeline,
+    ) -> Result<RunRecord, AppError> {
+        self.engine
+            .submit(document_id, pipeline, json!({ "document_id": document_id }))
+            .await
+            .map_err(|e| match e {
+                // Gone before the insert: the document's 404, as if it had been gone at once.
+                shelf_engine::EngineError::SubjectNotFound(id) => {
+                    AppError::Documents(shelf_documents::DocumentsError::NotFound { id })
+                }
+                // Created, then removed with its document before it was read back: the
+                // document is gone all the same.
+                shelf_engine::EngineError::RunNotFound(_) => {
+                    AppError::Documents(shelf_documents::DocumentsError::NotFound {
+                        id: document_id.to_string(),
+                    })
+                }
+                other => AppError::RunSubmission(other.to_string()),
+            })
     }
 
     /// The document's latest run when it is of `pipeline` and succeeded, queued or running.
@@ -368,11 +399,15 @@ impl Shelf {
         .await;
     }
 
-    /// Runs a queue worker until `shutdown` trips.
+    /// Runs a queue worker until `shutdown` trips. It claims no new run while a volume Shelf
+    /// writes to is below `SHELF_MIN_FREE_BYTES` (`crate::disk`), and resumes by itself.
     pub async fn work(&self, concurrency: usize, shutdown: CancellationToken) {
         let mut config = WorkerConfig::new(concurrency);
         config.poll_interval = Duration::from_millis(self.settings.worker_poll_ms.max(1));
-        Worker::new(self.engine.clone(), config).run(shutdown).await;
+        Worker::new(self.engine.clone(), config)
+            .with_gate(self.claim_gate())
+            .run(shutdown)
+            .await;
     }
 
     // ---- search ----

@@ -2,12 +2,23 @@
 //! name before any byte is written and by content (archive signature, binary text) on its first
 //! bytes, hashes while writing to the staging directory, enforces the size cap, and hands the
 //! staged file to the document store. A sink that is dropped or fails leaves no file behind.
+//! What a killed process leaves anyway (staged `.part` files, empty upload directories, trash
+//! of committed deletes) is found by [`find_leftovers`] (`shelf admin db-check`) and removed by
+//! [`remove_leftovers`] when `shelf api` starts, once older than [`LEFTOVER_GRACE`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use sea_orm::{DatabaseConnection, Statement};
+use serde::Serialize;
+use shelf_engine::sql::SqlExt;
 
 use sha2::{Digest, Sha256};
 use shelf_documents::ids::SNIFF_BYTES;
-use shelf_documents::{DocumentStore, DocumentsError, Format, Ingested, check_content};
+use shelf_documents::{
+    DocumentStore, DocumentsError, Format, Ingested, STAGING_DIR, TRASH_DIR, UPLOADS_DIR,
+    check_content, is_document_id, lock_document_statement,
+};
 use tokio::io::AsyncWriteExt;
 
 /// Why an upload was not ingested.
@@ -24,6 +35,10 @@ pub enum UploadError {
     /// report generically; see [`DocumentsError::is_user_error`]).
     #[error(transparent)]
     Documents(#[from] DocumentsError),
+    /// A volume Shelf writes to is below `SHELF_MIN_FREE_BYTES`: refused before any byte was
+    /// read (`crate::disk`).
+    #[error("Insufficient storage: {0}; nothing was stored. Retry once space is freed")]
+    InsufficientStorage(#[from] crate::disk::LowSpace),
 }
 
 impl From<std::io::Error> for UploadError {
@@ -249,6 +264,287 @@ impl StagedUpload {
     }
 }
 
+/// How old a staged file or an empty upload directory must be before [`remove_leftovers`]
+/// takes it. Another API process may own a young one: an upload in flight writes its staging
+/// file at least once per write buffer (1 MiB), a batch keeps its staged parts for the length
+/// of one request, and a document's directory gets its file moments after it is made. An
+/// hour is far past all of them.
+pub const LEFTOVER_GRACE: Duration = Duration::from_secs(60 * 60);
+
+/// What killed processes left under `uploads/`, by kind: counts and bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Leftovers {
+    /// `uploads/.staging/*.part` older than [`LEFTOVER_GRACE`]: uploads never finished.
+    pub staged_files: u64,
+    pub staged_bytes: u64,
+    /// Empty `uploads/<doc_id>/` directories older than [`LEFTOVER_GRACE`] whose document has
+    /// no row: an ingest killed between making the directory and committing the row.
+    pub empty_upload_dirs: u64,
+    /// `uploads/.trash/<doc_id>-*` entries whose document has no row: deletes that committed
+    /// but were killed before removing the files.
+    pub trash_entries: u64,
+    pub trash_bytes: u64,
+}
+
+impl Leftovers {
+    /// Entries of every kind.
+    pub fn count(&self) -> u64 {
+        self.staged_files + self.empty_upload_dirs + self.trash_entries
+    }
+
+    /// Bytes of every kind (an empty directory counts none).
+    pub fn bytes(&self) -> u64 {
+        self.staged_bytes + self.trash_bytes
+    }
+
+    fn add(&mut self, leftover: &Leftover) {
+        match leftover.kind {
+            Kind::Staged => {
+                self.staged_files += 1;
+                self.staged_bytes += leftover.bytes;
+            }
+            Kind::EmptyDir => self.empty_upload_dirs += 1,
+            Kind::Trash => {
+                self.trash_entries += 1;
+                self.trash_bytes += leftover.bytes;
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Staged,
+    EmptyDir,
+    Trash,
+}
+
+/// One entry the walk found; rows are checked afterwards.
+#[derive(Debug)]
+struct Leftover {
+    kind: Kind,
+    path: PathBuf,
+    /// The document an empty directory or a trash entry belongs to.
+    id: Option<String>,
+    bytes: u64,
+}
+
+/// The entries of `dir` with UTF-8 names, each with its own metadata (links not followed);
+/// none when `dir` is missing, a symlink or not a directory (the store refuses a symlinked
+/// `uploads` anyway, and nothing here may follow one out of the data directory).
+fn entries(dir: &Path) -> std::io::Result<Vec<(String, PathBuf, std::fs::Metadata)>> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    }
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let path = entry.path();
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) => out.push((name, path, meta)),
+            // Removed since the listing (an upload that finished): not a leftover.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn older_than(meta: &std::fs::Metadata, cutoff: Option<SystemTime>) -> bool {
+    match (meta.modified(), cutoff) {
+        (Ok(modified), Some(cutoff)) => modified <= cutoff,
+        _ => false,
+    }
+}
+
+/// Bytes of the regular files under `path` (links not followed; unreadable parts count 0).
+fn tree_bytes(path: &Path, meta: &std::fs::Metadata) -> u64 {
+    if meta.is_file() {
+        return meta.len();
+    }
+    if !meta.is_dir() {
+        return 0;
+    }
+    entries(path)
+        .unwrap_or_default()
+        .iter()
+        .map(|(_, child, meta)| tree_bytes(child, meta))
+        .sum()
+}
+
+fn is_empty_dir(path: &Path) -> std::io::Result<bool> {
+    Ok(std::fs::read_dir(path)?.next().is_none())
+}
+
+/// Walks `<data_dir>/uploads` for leftovers as of `now`; nothing is removed and no row read.
+fn walk_leftovers(data_dir: &Path, now: SystemTime) -> std::io::Result<Vec<Leftover>> {
+    let cutoff = now.checked_sub(LEFTOVER_GRACE);
+    let mut found = Vec::new();
+    for (name, path, meta) in entries(&data_dir.join(UPLOADS_DIR))? {
+        if !meta.is_dir() {
+            continue;
+        }
+        if name == STAGING_DIR {
+            for (name, path, meta) in entries(&path)? {
+                if meta.is_file() && name.ends_with(".part") && older_than(&meta, cutoff) {
+                    found.push(Leftover {
+                        kind: Kind::Staged,
+                        bytes: meta.len(),
+                        path,
+                        id: None,
+                    });
+                }
+            }
+        } else if name == TRASH_DIR {
+            // `<doc_id>-<random>`, made by a delete: no age rule, the row decides (a delete
+            // in flight still shows its row to every other connection until it commits).
+            for (name, path, meta) in entries(&path)? {
+                let id = name
+                    .rsplit_once('-')
+                    .map(|(id, _)| id)
+                    .filter(|id| is_document_id(id));
+                if let Some(id) = id
+                    && !meta.is_symlink()
+                {
+                    found.push(Leftover {
+                        kind: Kind::Trash,
+                        bytes: tree_bytes(&path, &meta),
+                        path,
+                        id: Some(id.to_string()),
+                    });
+                }
+            }
+        } else if is_document_id(&name) && older_than(&meta, cutoff) && is_empty_dir(&path)? {
+            found.push(Leftover {
+                kind: Kind::EmptyDir,
+                path,
+                id: Some(name),
+                bytes: 0,
+            });
+        }
+    }
+    Ok(found)
+}
+
+async fn walk_leftovers_blocking(
+    data_dir: &Path,
+    now: SystemTime,
+) -> std::io::Result<Vec<Leftover>> {
+    let data_dir = data_dir.to_path_buf();
+    tokio::task::spawn_blocking(move || walk_leftovers(&data_dir, now))
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?
+}
+
+/// Whether a document row with this id exists; an unreadable answer counts as yes, so a
+/// database that cannot say keeps every file.
+async fn row_exists(db: &impl sea_orm::ConnectionTrait, id: &str) -> bool {
+    let query = Statement::from_sql_and_values(
+        sea_orm::DbBackend::Sqlite,
+        "SELECT 1 FROM documents WHERE id = ?",
+        [id.to_string().into()],
+    );
+    match db.query_one_sql(query).await {
+        Ok(found) => found.is_some(),
+        Err(error) => {
+            tracing::warn!(document_id = %id, %error, "cannot check an upload leftover's row; kept");
+            true
+        }
+    }
+}
+
+/// The leftovers [`remove_leftovers`] would remove at `now` (the walk's errors are returned).
+pub async fn find_leftovers(
+    db: &DatabaseConnection,
+    data_dir: &Path,
+    now: SystemTime,
+) -> std::io::Result<Leftovers> {
+    let mut total = Leftovers::default();
+    for leftover in walk_leftovers_blocking(data_dir, now).await? {
+        let referenced = match &leftover.id {
+            Some(id) => row_exists(db, id).await,
+            None => false,
+        };
+        if !referenced {
+            total.add(&leftover);
+        }
+    }
+    Ok(total)
+}
+
+/// Removes an empty upload directory unless its document has a row, under the document's
+/// write lock (SQLite's write lock, PostgreSQL's advisory lock on the id), which an ingest
+/// holds from making the directory to committing the row: the check and the removal cannot
+/// fall between the two. `remove_dir` never removes a directory that holds anything.
+async fn remove_empty_dir(db: &DatabaseConnection, id: &str, path: &Path) -> Result<bool, String> {
+    let txn = shelf_engine::db::begin_write(db)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(lock) = lock_document_statement(db.get_database_backend(), id) {
+        txn.execute_sql(lock).await.map_err(|e| e.to_string())?;
+    }
+    if row_exists(&txn, id).await {
+        txn.rollback().await.map_err(|e| e.to_string())?;
+        return Ok(false);
+    }
+    let removed = match std::fs::remove_dir(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => Ok(false),
+        Err(e) => Err(e.to_string()),
+    };
+    txn.rollback().await.map_err(|e| e.to_string())?;
+    removed
+}
+
+async fn remove_entry(leftover: &Leftover) -> std::io::Result<bool> {
+    let removed = match std::fs::symlink_metadata(&leftover.path) {
+        Ok(meta) if meta.is_dir() => tokio::fs::remove_dir_all(&leftover.path).await,
+        Ok(_) => tokio::fs::remove_file(&leftover.path).await,
+        Err(e) => Err(e),
+    };
+    match removed {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes the leftovers of killed processes under `<data_dir>/uploads` (see [`Leftovers`]
+/// for the rules) and returns what it removed. `shelf api` runs it at start; what cannot be
+/// removed is logged and skipped.
+pub async fn remove_leftovers(
+    db: &DatabaseConnection,
+    data_dir: &Path,
+    now: SystemTime,
+) -> std::io::Result<Leftovers> {
+    let mut removed = Leftovers::default();
+    for leftover in walk_leftovers_blocking(data_dir, now).await? {
+        let outcome = match (leftover.kind, &leftover.id) {
+            (Kind::EmptyDir, Some(id)) => remove_empty_dir(db, id, &leftover.path).await,
+            (Kind::Trash, Some(id)) if row_exists(db, id).await => Ok(false),
+            _ => remove_entry(&leftover).await.map_err(|e| e.to_string()),
+        };
+        match outcome {
+            Ok(true) => removed.add(&leftover),
+            Ok(false) => {}
+            Err(error) => tracing::warn!(
+                path = %leftover.path.display(),
+                %error,
+                "cannot remove an upload leftover"
+            ),
+        }
+    }
+    Ok(removed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +664,110 @@ mod tests {
             ingested.document.sha256,
             shelf_documents::sha256_hex(text.repeat(30).as_bytes())
         );
+    }
+
+    /// Sets a file's or a directory's modification time `ago` in the past.
+    fn age(path: &Path, ago: Duration) {
+        let when = SystemTime::now() - ago;
+        std::fs::File::open(path)
+            .expect("open")
+            .set_modified(when)
+            .expect("set mtime");
+    }
+
+    #[tokio::test]
+    async fn old_leftovers_without_rows_go_and_everything_else_stays() {
+        let (_dir, store) = store().await;
+        let old = LEFTOVER_GRACE * 2;
+        // Two documents with rows: one keeps its file, the other's directory is empty.
+        let mut kept = UploadSink::begin(store.clone(), "kept.txt", 1 << 20).expect("begin");
+        kept.push(b"a document that stays\n").await.expect("push");
+        let kept = kept.finish().await.expect("finish").document;
+        let mut bare = UploadSink::begin(store.clone(), "bare.txt", 1 << 20).expect("begin");
+        bare.push(b"a document whose file went\n")
+            .await
+            .expect("push");
+        let bare = bare.finish().await.expect("finish").document;
+        let uploads = store.uploads_dir();
+        std::fs::remove_file(uploads.join(&bare.id).join("bare.txt")).expect("rm");
+        age(&uploads.join(&bare.id), old);
+        age(&uploads.join(&kept.id), old);
+
+        let staging = store.staging_dir();
+        std::fs::create_dir_all(&staging).expect("mkdir");
+        let stale = staging.join("upload-00000000000000aa.part");
+        std::fs::write(&stale, vec![b'x'; 1000]).expect("write");
+        age(&stale, old);
+        let fresh = staging.join("upload-00000000000000bb.part");
+        std::fs::write(&fresh, vec![b'y'; 10]).expect("write");
+        let foreign = staging.join("notes.txt");
+        std::fs::write(&foreign, b"not ours").expect("write");
+        age(&foreign, old);
+
+        let orphan = uploads.join("doc_00000000000000aa");
+        std::fs::create_dir(&orphan).expect("mkdir");
+        age(&orphan, old);
+        let young = uploads.join("doc_00000000000000bb");
+        std::fs::create_dir(&young).expect("mkdir");
+
+        let trash = uploads.join(".trash");
+        let deleted = trash.join("doc_00000000000000cc-0123456789abcdef");
+        std::fs::create_dir_all(deleted.join("sub")).expect("mkdir");
+        std::fs::write(deleted.join("sub/a.txt"), vec![b'z'; 300]).expect("write");
+        let reuploaded = trash.join(format!("{}-0123456789abcdef", kept.id));
+        std::fs::create_dir_all(&reuploaded).expect("mkdir");
+        std::fs::write(reuploaded.join("kept.txt"), b"old copy").expect("write");
+
+        let expected = Leftovers {
+            staged_files: 1,
+            staged_bytes: 1000,
+            empty_upload_dirs: 1,
+            trash_entries: 1,
+            trash_bytes: 300,
+        };
+        let now = SystemTime::now();
+        let found = find_leftovers(&store.db, &store.data_dir, now)
+            .await
+            .expect("find");
+        assert_eq!(found, expected);
+        assert_eq!((found.count(), found.bytes()), (3, 1300));
+        let removed = remove_leftovers(&store.db, &store.data_dir, now)
+            .await
+            .expect("remove");
+        assert_eq!(removed, expected);
+        for gone in [&stale, &orphan, &deleted] {
+            assert!(!gone.exists(), "{} stayed", gone.display());
+        }
+        for stays in [
+            &fresh,
+            &foreign,
+            &young,
+            &reuploaded,
+            &uploads.join(&bare.id),
+            &uploads.join(&kept.id).join("kept.txt"),
+        ] {
+            assert!(stays.exists(), "{} went", stays.display());
+        }
+        let again = find_leftovers(&store.db, &store.data_dir, now)
+            .await
+            .expect("find");
+        assert_eq!(again, Leftovers::default());
+    }
+
+    #[tokio::test]
+    async fn a_symlinked_staging_directory_is_not_followed() {
+        let (_dir, store) = store().await;
+        let outside = tempfile::tempdir().expect("tempdir");
+        let victim = outside.path().join("upload-00000000000000aa.part");
+        std::fs::write(&victim, b"someone else's").expect("write");
+        age(&victim, LEFTOVER_GRACE * 2);
+        std::fs::create_dir_all(store.uploads_dir()).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path(), store.staging_dir()).expect("symlink");
+        let removed = remove_leftovers(&store.db, &store.data_dir, SystemTime::now())
+            .await
+            .expect("remove");
+        assert_eq!(removed, Leftovers::default());
+        assert!(victim.exists());
     }
 
     #[tokio::test]

@@ -3,6 +3,7 @@
 //! writer; and, with `SHELF_OTEL_ENABLED`, spans exported over OTLP/HTTP until [`shutdown`]
 //! flushes them.
 
+use crate::output::errln;
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -136,7 +137,7 @@ pub async fn shutdown() {
         // The processor's shutdown blocks on its export task, which needs this runtime free.
         let result = tokio::task::spawn_blocking(move || provider.shutdown()).await;
         if let Ok(Err(e)) = result {
-            eprintln!("warning: exporting the last spans failed: {e}");
+            errln!("warning: exporting the last spans failed: {e}");
         }
     }
 }

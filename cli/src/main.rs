@@ -69,6 +69,7 @@ fn version_line() -> String {
 
 fn main() -> ExitCode {
     memory::limit_malloc_arenas();
+    output::quiet_broken_pipe_panics();
     // clap takes a `&'static str` here; the one line lives as long as the process anyway.
     let version: &'static str = Box::leak(version_line().into_boxed_str());
     let matches = Cli::command().version(version).get_matches();
@@ -82,7 +83,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            output::errln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
@@ -106,8 +107,15 @@ fn main() -> ExitCode {
         logging::shutdown().await;
         result
     });
+    // A command that met a damaged database exits 4, whatever else went wrong with it, so
+    // scripts can tell "restore from a backup" from an ordinary failure.
+    let damaged = shelf_app::engine::db::known_damage().is_some();
     match result {
+        Ok(code) if damaged && code != ExitCode::SUCCESS => {
+            ExitCode::from(output::EXIT_DATABASE_CORRUPT)
+        }
         Ok(code) => code,
+        Err(failure) if damaged => failure.after_damage().report(),
         Err(failure) => failure.report(),
     }
 }

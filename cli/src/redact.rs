@@ -2,7 +2,8 @@
 //! before it reaches stderr, so no event, field or span of any crate can leak a secret past it.
 //! It removes the secret values the settings hold (verbatim), API-key assignments
 //! (`api_key=…`, `SHELF_API_KEYS=…`, `"x-api-key": "…"`, a query's `?api_key=…`), bearer
-//! tokens and provider-style keys (`sk-…`, `sk-proj-…`).
+//! tokens and provider-style keys (`sk-…`, `sk-proj-…`), and database passwords in every form
+//! a URL or connection string holds them (`shelf_app::settings::without_password`).
 
 use std::borrow::Cow;
 use std::io::{self, Write};
@@ -62,7 +63,12 @@ impl Redactor {
         }
         text = replace(text, &self.assignment, &format!("${{1}}{REDACTED}"));
         text = replace(text, &self.bearer, &format!("${{1}}{REDACTED}"));
-        replace(text, &self.provider_key, &format!("${{1}}sk-{REDACTED}"))
+        text = replace(text, &self.provider_key, &format!("${{1}}sk-{REDACTED}"));
+        let masked = shelf_app::settings::without_password(&text);
+        if masked != *text {
+            text = Cow::Owned(masked);
+        }
+        text
     }
 }
 
@@ -191,6 +197,16 @@ mod tests {
             ),
             (r#"{"k":"sk-test-0123456789"}"#, r#"{"k":"sk-[REDACTED]"}"#),
             ("uses configured-key-123 raw", "uses [REDACTED] raw"),
+            (
+                "cannot open postgres://u@h:1/db?password=SECRETX: refused",
+                // A value runs to white space: punctuation after it may be the password's.
+                "cannot open postgres://u@h:1/db?password=*** refused",
+            ),
+            (
+                r#"{"error":"postgres://u:SECRETX@h/db","n":1}"#,
+                r#"{"error":"postgres://u:***@h/db","n":1}"#,
+            ),
+            ("host=h password=SECRETX", "host=h password=***"),
             (
                 "SHELF_OPENAI_API_KEY=xyz",
                 "SHELF_OPENAI_API_KEY=[REDACTED]",

@@ -56,12 +56,21 @@ pub enum DocumentsError {
     /// Internal: file-system failure.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
-    /// Internal: database failure.
+    /// Internal: database failure (`database_corrupt` when it says the database is damaged).
     #[error("database error: {0}")]
-    Db(#[from] sea_orm::DbErr),
+    Db(#[source] sea_orm::DbErr),
     /// Internal: stored data or a caller-supplied internal value that makes no sense.
     #[error("internal error: {detail}")]
     Corrupt { detail: String },
+}
+
+impl From<sea_orm::DbErr> for DocumentsError {
+    /// The first corrupt error of the process latches its damage
+    /// (`shelf_engine::db::note_if_corrupt`): no more writes go into a damaged database.
+    fn from(e: sea_orm::DbErr) -> Self {
+        shelf_engine::db::note_if_corrupt(&e);
+        DocumentsError::Db(e)
+    }
 }
 
 /// Result alias of this crate.
@@ -87,7 +96,8 @@ impl fmt::Display for ErrorKind {
 
 impl DocumentsError {
     /// The stable machine-readable code of DECISIONS.md's error table. Internal errors answer
-    /// `server_error`; ingest callers replace it with `ingest_failed`.
+    /// `server_error` (`database_corrupt` for a damaged database); ingest callers replace
+    /// `server_error` with `ingest_failed`.
     pub fn code(&self) -> &'static str {
         match self {
             DocumentsError::NotFound { .. } | DocumentsError::NoContent { .. } => "not_found",
@@ -104,6 +114,12 @@ impl DocumentsError {
             DocumentsError::InvalidTimestamp { .. } => "validation_error",
             DocumentsError::InvalidDocumentStatus { .. } => "invalid_document_status",
             DocumentsError::InvalidSearchScope { .. } => "invalid_search_scope",
+            DocumentsError::Db(e) if shelf_engine::db::is_corrupt_db(e) => "database_corrupt",
+            // A full disk is the operator's to fix, not an internal error.
+            DocumentsError::Io(e) if shelf_engine::db::is_storage_full_io(e) => {
+                "insufficient_storage"
+            }
+            DocumentsError::Db(e) if shelf_engine::db::is_storage_full(e) => "insufficient_storage",
             DocumentsError::Io(_) | DocumentsError::Db(_) | DocumentsError::Corrupt { .. } => {
                 "server_error"
             }
@@ -163,5 +179,17 @@ mod tests {
         let io = DocumentsError::Io(std::io::Error::other("disk"));
         assert_eq!(io.kind(), ErrorKind::Internal);
         assert_eq!(io.code(), "server_error");
+        let malformed = DocumentsError::Db(sea_orm::DbErr::Custom(
+            "error returned from database: (code: 11) database disk image is malformed".into(),
+        ));
+        assert_eq!(malformed.code(), "database_corrupt");
+        let full = DocumentsError::Io(std::io::Error::from_raw_os_error(28));
+        assert_eq!(full.code(), "insufficient_storage");
+        assert_eq!(full.kind(), ErrorKind::Internal);
+        let full = DocumentsError::Db(sea_orm::DbErr::Custom(
+            "error returned from database: (code: 13) database or disk is full".into(),
+        ));
+        assert_eq!(full.code(), "insufficient_storage");
+        assert_eq!(malformed.kind(), ErrorKind::Internal);
     }
 }

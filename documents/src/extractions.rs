@@ -1,5 +1,7 @@
 //! What extraction leaves with a document: the extraction cache (a result per file SHA-256 and
-//! extractor version, so reprocessing does not extract again) and transcript segments.
+//! extractor version, so reprocessing does not extract again; its Markdown, when the `extract`
+//! stage wrote it, is read from the run's stored raw text rather than kept twice) and
+//! transcript segments.
 
 use sea_orm::{ConnectionTrait, Statement};
 use shelf_engine::sql::SqlExt;
@@ -9,7 +11,8 @@ use crate::error::{DocumentsError, Result};
 use crate::sql::{now_timestamp, stmt};
 
 /// The cached extraction of a file by its SHA-256 and the extractor's version, if any. A row
-/// that no longer parses (written by another version of the types) counts as a miss.
+/// that no longer parses (written by another version of the types), or whose Markdown lived in
+/// a stored text that is gone (its run pruned), counts as a miss.
 pub async fn cached_extraction(
     conn: &impl ConnectionTrait,
     sha256: &str,
@@ -17,7 +20,9 @@ pub async fn cached_extraction(
 ) -> Result<Option<Extraction>> {
     let row = conn
         .query_one_sql(stmt(
-            "SELECT result FROM extraction_cache WHERE sha256 = ? AND extractor_version = ?",
+            "SELECT c.result AS result, c.text_id AS text_id, t.body AS body \
+             FROM extraction_cache c LEFT JOIN document_texts t ON t.id = c.text_id \
+             WHERE c.sha256 = ? AND c.extractor_version = ?",
             [
                 sha256.to_string().into(),
                 extractor_version.to_string().into(),
@@ -28,10 +33,22 @@ pub async fn cached_extraction(
         return Ok(None);
     };
     let text: String = row.try_get("", "result")?;
-    Ok(serde_json::from_str(&text).ok())
+    let text_id: Option<String> = row.try_get("", "text_id")?;
+    let body: Option<String> = row.try_get("", "body")?;
+    let Ok(mut extraction) = serde_json::from_str::<Extraction>(&text) else {
+        return Ok(None);
+    };
+    if text_id.is_some() {
+        let Some(body) = body else {
+            return Ok(None);
+        };
+        extraction.markdown = body;
+    }
+    Ok(Some(extraction))
 }
 
-/// Stores an extraction in the cache (replacing an older entry of the same key).
+/// Stores an extraction in the cache (replacing an older entry of the same key), its Markdown
+/// inline.
 pub async fn cache_extraction(
     conn: &impl ConnectionTrait,
     sha256: &str,
@@ -42,28 +59,46 @@ pub async fn cache_extraction(
         sha256,
         extractor_version,
         extraction,
+        None,
     )?)
     .await?;
     Ok(())
 }
 
-/// The statement [`cache_extraction`] runs, for a caller that commits it elsewhere.
+/// The statement [`cache_extraction`] runs, for a caller that commits it elsewhere. With
+/// `text_id`, the stored text of that id holds the extraction's Markdown (the `extract` stage
+/// stores it as the run's raw text in the same transaction): the row keeps no copy of it, and
+/// reads as a miss once that text is gone.
 pub fn cache_extraction_statement(
     sha256: &str,
     extractor_version: &str,
     extraction: &Extraction,
+    text_id: Option<&str>,
 ) -> Result<Statement> {
-    let text = serde_json::to_string(extraction)
-        .map_err(|e| DocumentsError::corrupt(format!("cannot encode the extraction: {e}")))?;
+    let encode = |e: serde_json::Error| {
+        DocumentsError::corrupt(format!("cannot encode the extraction: {e}"))
+    };
+    let text = match text_id {
+        None => serde_json::to_string(extraction).map_err(encode)?,
+        Some(_) => {
+            let mut value = serde_json::to_value(extraction).map_err(encode)?;
+            if let Some(markdown) = value.get_mut("markdown") {
+                *markdown = serde_json::Value::String(String::new());
+            }
+            serde_json::to_string(&value).map_err(encode)?
+        }
+    };
     Ok(stmt(
-        "INSERT INTO extraction_cache (sha256, extractor_version, result, created_at) \
-         VALUES (?, ?, ?, ?) \
-         ON CONFLICT (sha256, extractor_version) DO UPDATE SET result = excluded.result",
+        "INSERT INTO extraction_cache (sha256, extractor_version, result, created_at, text_id) \
+         VALUES (?, ?, ?, ?, ?) \
+         ON CONFLICT (sha256, extractor_version) DO UPDATE SET result = excluded.result, \
+         text_id = excluded.text_id",
         [
             sha256.to_string().into(),
             extractor_version.to_string().into(),
             text.into(),
             now_timestamp().into(),
+            text_id.map(str::to_string).into(),
         ],
     ))
 }

@@ -46,21 +46,24 @@ pub use formats::{
 pub use ids::{document_id, is_document_id, is_sha256_hex, sha256_file, sha256_hex};
 pub use index::{
     document_pk, index_document, index_document_in, index_statements, remove_from_index,
+    remove_statement,
 };
 pub use model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
 pub use pages::{ListedPage, PageListing, PageRecord, PageSource, PageSummary};
+pub use paths::{STAGING_DIR, TRASH_DIR, UPLOADS_DIR};
 pub use retention::pruned_run_statements;
 pub use search::{
     FacetCount, MatchMode, NormalizedQuery, SearchBody, SearchFacets, SearchHit, SearchIds,
     SearchPage, SearchRequest, SearchScope, normalize_query, parse_timestamp, search_facets,
     search_ids, search_results,
 };
-pub use sql::{format_timestamp, now_timestamp};
+pub use sql::{format_timestamp, lock_document_statement, now_timestamp};
 pub use store::{
     DocumentStore, check_upload_filename, delete_statements, find_document, set_results,
     set_results_statement, status_after_unsuccessful_run_statement, status_statement,
 };
 pub use texts::{
-    ContentPage, TEXT_KIND_CLEANED, TEXT_KIND_RAW, TextRecord, content_page, get_text,
-    latest_succeeded_text, latest_text, put_text, put_text_statement,
+    ContentPage, TEXT_KIND_CLEANED, TEXT_KIND_INDEXED_CLEANED, TEXT_KIND_INDEXED_RAW,
+    TEXT_KIND_RAW, TextRecord, content_page, get_text, latest_succeeded_text, latest_text,
+    put_text, put_text_statement, text_chars,
 };

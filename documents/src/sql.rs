@@ -7,7 +7,7 @@ use sea_orm::{
     ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryResult, Statement, Value,
 };
 use shelf_engine::db::WriteTxn;
-use shelf_engine::sql::{SqlExt, is_postgres};
+use shelf_engine::sql::SqlExt;
 
 /// First key of the documents' advisory locks ("SHLF"), so they never meet another user's
 /// two-key locks; the second key is a hash of the document id.
@@ -31,14 +31,22 @@ pub(crate) async fn begin_immediate(db: &DatabaseConnection) -> Result<WriteTxn,
 /// on SQLite, where `BEGIN IMMEDIATE` already holds the write lock. Take it first in the
 /// transaction, before any other write, so it is never awaited while holding row locks.
 pub(crate) async fn lock_document(conn: &impl ConnectionTrait, id: &str) -> Result<(), DbErr> {
-    if is_postgres(conn) {
-        conn.execute_sql(stmt(
-            "SELECT pg_advisory_xact_lock(?, hashtext(?))",
-            [DOCUMENT_LOCK_SPACE.into(), id.to_string().into()],
-        ))
-        .await?;
+    if let Some(lock) = lock_document_statement(conn.get_database_backend(), id) {
+        conn.execute_sql(lock).await?;
     }
     Ok(())
+}
+
+/// The statement of [`lock_document`] on `backend` (none on SQLite), for a transaction built
+/// elsewhere: a run's creation takes it first, so it waits for a delete of its document in
+/// flight, or the delete waits for it and then removes the new run too.
+pub fn lock_document_statement(backend: DbBackend, id: &str) -> Option<Statement> {
+    (backend == DbBackend::Postgres).then(|| {
+        stmt(
+            "SELECT pg_advisory_xact_lock(?, hashtext(?))",
+            [DOCUMENT_LOCK_SPACE.into(), id.to_string().into()],
+        )
+    })
 }
 
 /// Stored timestamp format: RFC 3339 UTC with milliseconds and `Z`, sortable as text.

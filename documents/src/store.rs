@@ -585,8 +585,9 @@ pub fn delete_statements(document_id: &str, pk: i64) -> Vec<Statement> {
             "DELETE FROM runs WHERE subject = ?",
             [document_id.to_string().into()],
         ),
-        stmt("DELETE FROM search_cleaned WHERE rowid = ?", [pk.into()]),
-        stmt("DELETE FROM search_raw WHERE rowid = ?", [pk.into()]),
+        // The index first, while the texts it reads are there (the texts' own trigger would
+        // take it out too, one text at a time).
+        crate::index::remove_statement(pk),
         stmt(
             "DELETE FROM document_texts WHERE document_id = ?",
             [document_id.to_string().into()],

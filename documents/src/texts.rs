@@ -13,6 +13,13 @@ use crate::store::find_document;
 pub const TEXT_KIND_CLEANED: &str = "cleaned";
 /// Kind of the raw extracted source text.
 pub const TEXT_KIND_RAW: &str = "raw";
+/// Kinds of the texts the index keeps of its own: bodies handed to
+/// [`crate::index_document`] rather than named stored texts, and, in a database converted by
+/// the migration that made the index read stored texts, bodies no stored text held. Readers of
+/// a document's content never see them (they ask for `cleaned` or `raw`).
+pub const TEXT_KIND_INDEXED_CLEANED: &str = "indexed_cleaned";
+/// See [`TEXT_KIND_INDEXED_CLEANED`].
+pub const TEXT_KIND_INDEXED_RAW: &str = "indexed_raw";
 
 /// One stored text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,6 +83,18 @@ pub async fn get_text(conn: &impl ConnectionTrait, id: &str) -> Result<Option<Te
         .query_one_sql(stmt(&sql, [id.to_string().into()]))
         .await?;
     row.as_ref().map(text_from_row).transpose()
+}
+
+/// A stored text's length in characters, without reading its body; `None` when there is no
+/// text with that id.
+pub async fn text_chars(conn: &impl ConnectionTrait, id: &str) -> Result<Option<u64>> {
+    let row = conn
+        .query_one_sql(stmt(
+            "SELECT chars FROM document_texts WHERE id = ?",
+            [id.to_string().into()],
+        ))
+        .await?;
+    Ok(row.map(|row| get_u64(&row, "chars")).transpose()?)
 }
 
 /// The newest text of a kind for a document, whatever became of the run that wrote it.

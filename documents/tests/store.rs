@@ -448,13 +448,15 @@ async fn delete_removes_rows_index_runs_and_owned_files(env: Env) {
     assert!(deleted.removed_files);
     for (table, expected) in [
         ("documents", 1),
-        ("document_texts", 0),
+        // The kept document's index bodies (`index_document` stores them as its texts).
+        ("document_texts", 2),
         ("runs", 0),
         ("run_stages", 0),
         ("run_events", 0),
         ("run_stage_parts", 0),
         ("search_cleaned", 1),
         ("search_raw", 1),
+        ("search_documents", 1),
     ] {
         assert_eq!(
             count(db, &format!("SELECT count(*) FROM {table}")).await,

@@ -53,6 +53,16 @@ pub(crate) fn start(run: &RunRecord, stage: &str, attempt: u32, of: u32) -> Writ
     }
 }
 
+/// Drops a stage's partial checkpoints (`run_stage_parts`), in the transaction that records
+/// its success: they are kept only so that an unfinished attempt resumes where it was, and
+/// after the success nothing reads them (the run's chunk counts come from the output then).
+pub(crate) fn parts_dropped(run: &RunRecord, stage: &str) -> sea_orm::Statement {
+    stmt(
+        "DELETE FROM run_stage_parts WHERE run_id = ? AND stage = ?",
+        vec![run.id.clone().into(), stage.into()],
+    )
+}
+
 pub(crate) fn stage_succeeded(
     run: &RunRecord,
     stage: &str,

@@ -8,6 +8,10 @@ pub enum EngineError {
     Pipeline(#[from] PipelineError),
     #[error("run {0} not found")]
     RunNotFound(String),
+    /// A run was to be created for a subject that is gone (see `SubjectGuard`): nothing was
+    /// written.
+    #[error("subject {0} not found")]
+    SubjectNotFound(String),
     #[error("run {id} is already {status}; terminal runs never change")]
     RunTerminal { id: String, status: String },
     #[error("run {id} is {status}, only failed runs can be retried")]
@@ -18,5 +22,13 @@ pub enum EngineError {
     #[error("stored run {id} is corrupt: {detail}")]
     Corrupt { id: String, detail: String },
     #[error("database error: {0}")]
-    Db(#[from] sea_orm::DbErr),
+    Db(#[source] sea_orm::DbErr),
+}
+
+impl From<sea_orm::DbErr> for EngineError {
+    /// The first corrupt error of the process latches its damage (`db::note_if_corrupt`).
+    fn from(e: sea_orm::DbErr) -> Self {
+        crate::db::note_if_corrupt(&e);
+        EngineError::Db(e)
+    }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use sea_orm::Statement;
+use sea_orm::{DbBackend, Statement};
 use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinSet;
@@ -27,7 +27,7 @@ use crate::registry::Registry;
 use crate::stage::{StageContext, StageError, StageInputs, SuccessWrites};
 use crate::state::{RunStatus, StageStatus};
 use crate::store::{
-    CancelOutcome, Claim, LeaseGuard, NewRun, RunRecord, RunStore, wake_statements,
+    CancelOutcome, Claim, LeaseGuard, NewRun, RunRecord, RunStore, SubjectGuard, wake_statements,
 };
 
 /// What the application adds to the engine's transitions, without the engine knowing what a
@@ -36,6 +36,13 @@ pub trait RunHooks: Send + Sync + 'static {
     /// Statements committed in the same transaction as the run's move to `status`.
     fn on_status(&self, _subject: &str, _status: RunStatus) -> Vec<Statement> {
         Vec::new()
+    }
+
+    /// The check of `subject` that a run's creation (submit or retry) makes first in its
+    /// transaction, on a database of `backend`: with one, a run is never created for a subject
+    /// deleted meanwhile ([`EngineError::SubjectNotFound`]). `None`: no check.
+    fn subject_guard(&self, _backend: DbBackend, _subject: &str) -> Option<SubjectGuard> {
+        None
     }
 
     /// Called after each stage attempt ends (logs, metrics).
@@ -181,11 +188,17 @@ impl Engine {
                     pipeline,
                     input,
                     trace_parent: self.hooks.trace_parent(),
+                    guard: self.subject_guard(subject),
                 },
                 None,
                 extra,
             )
             .await
+    }
+
+    fn subject_guard(&self, subject: &str) -> Option<SubjectGuard> {
+        let backend = self.store.db().get_database_backend();
+        self.hooks.subject_guard(backend, subject)
     }
 
     /// Replays a failed run as a new run on the same pipeline snapshot, reusing the checkpoints
@@ -211,6 +224,7 @@ impl Engine {
                     pipeline: &pipeline,
                     input: old.input.clone(),
                     trace_parent: self.hooks.trace_parent(),
+                    guard: self.subject_guard(&old.subject),
                 },
                 Some(&old),
                 extra,
@@ -622,10 +636,15 @@ impl<'a> ClaimRun<'a> {
     fn succeeded(&mut self, stage: String, output: Value) {
         let running = self.running.remove(&stage);
         let elapsed = self.elapsed.remove(&stage).unwrap_or_default();
-        let mut statements = running
-            .as_ref()
-            .map(|r| r.on_success.take())
-            .unwrap_or_default();
+        // The stage's partial checkpoints go first: they only serve to resume an unfinished
+        // attempt, and its output now stands for them (a retry reuses that).
+        let mut statements = vec![effects::parts_dropped(self.run, &stage)];
+        statements.extend(
+            running
+                .as_ref()
+                .map(|r| r.on_success.take())
+                .unwrap_or_default(),
+        );
         statements.push(effects::stage_succeeded(self.run, &stage, &output, elapsed));
         self.batch.push(Write {
             statements,

@@ -134,6 +134,25 @@ pub struct NewRun<'a> {
     pub input: Value,
     /// See [`RunRecord::trace_parent`].
     pub trace_parent: Option<String>,
+    /// The subject's check, first in the transaction that creates the run (see
+    /// [`SubjectGuard`]); `None` when the caller's subjects never go away.
+    pub guard: Option<SubjectGuard>,
+}
+
+/// What the transaction creating a run checks of its subject before it writes anything, so a
+/// run is never created for a subject deleted meanwhile (the engine does not know what a
+/// subject is: the application says how to lock and find one, see
+/// [`crate::RunHooks::subject_guard`]).
+pub struct SubjectGuard {
+    /// Run first: the lock the subject's deletion takes too (PostgreSQL; nothing on SQLite,
+    /// where the creating transaction holds the database's write lock), so a deletion in flight
+    /// and the creation wait for each other: the deletion then sees the run and removes it, or
+    /// the creation finds the subject gone.
+    pub lock: Vec<Statement>,
+    /// A write on the subject's row (e.g. its status): when it changes no row, the subject is
+    /// gone, the transaction is rolled back and the creation fails with
+    /// [`EngineError::SubjectNotFound`].
+    pub touch: Statement,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -326,6 +345,8 @@ impl RunStore {
         let id = new_run_id();
         let now = self.now_synced().await;
         let created = now_rfc3339();
+        let subject = new.subject.to_string();
+        let guard = new.guard;
         // The new run, its stages and its first event (sequence 1) in one round trip.
         let mut statements = vec![stmt(
             "INSERT INTO runs (id, subject, pipeline, pipeline_yaml, pipeline_sha256, input, status, attempt, retry_of, due_at, enqueued_at, created_at, trace_parent, last_event_seq) \
@@ -376,18 +397,38 @@ impl RunStore {
             statements.extend(extra);
             writer
                 .transaction(move |txn| {
+                    if let Some(guard) = &guard {
+                        for statement in &guard.lock {
+                            txn.execute(statement)?;
+                        }
+                        if txn.execute(&guard.touch)? == 0 {
+                            return Err(EngineError::SubjectNotFound(subject));
+                        }
+                    }
                     for statement in &statements {
                         txn.execute(statement)?;
                     }
                     Ok::<_, EngineError>(())
                 })
                 .await?;
+            crate::event_signal::notify(&id);
             return self
                 .get_run(&id)
                 .await?
                 .ok_or_else(|| EngineError::RunNotFound(id));
         }
         let txn = begin_write(&self.db).await?;
+        if let Some(guard) = guard {
+            // First, before any row lock of a run: the subject's deletion takes its lock first
+            // too, then the runs' (PostgreSQL), so the two never wait for each other in a cycle.
+            for statement in guard.lock {
+                txn.execute_sql(statement).await?;
+            }
+            if txn.execute_sql(guard.touch).await?.rows_affected() == 0 {
+                txn.rollback().await?;
+                return Err(EngineError::SubjectNotFound(subject));
+            }
+        }
         if let Some(old) = retry_of {
             // Re-check inside the write lock: two concurrent retries must not both succeed.
             let row = txn
@@ -473,8 +514,13 @@ impl RunStore {
         }
         statements.extend(extra);
         statements.extend(wake_statements(&txn));
+        statements.extend(crate::event_signal::notify_statement(
+            txn.get_database_backend(),
+            &id,
+        ));
         txn.execute_all_sql(statements).await?;
         txn.commit().await?;
+        crate::event_signal::notify(&id);
         self.get_run(&id)
             .await?
             .ok_or_else(|| EngineError::RunNotFound(id))
@@ -536,6 +582,7 @@ impl RunStore {
         let Some((id, due_at, reclaimed)) = claimed else {
             return Ok(None);
         };
+        crate::event_signal::notify(&id);
         let run = self
             .get_run(&id)
             .await?
@@ -617,8 +664,13 @@ impl RunStore {
                 .into_iter()
                 .collect();
         statements.extend(on_claim(&run.subject));
+        statements.extend(crate::event_signal::notify_statement(
+            txn.get_database_backend(),
+            &id,
+        ));
         txn.execute_all_sql(statements).await?;
         txn.commit().await?;
+        crate::event_signal::notify(&id);
         Ok(Some(Claim {
             token: run.lease_token,
             reclaimed,
@@ -718,7 +770,13 @@ impl RunStore {
             .await?;
             CancelOutcome::Requested
         };
+        if let Some(notify) =
+            crate::event_signal::notify_statement(txn.get_database_backend(), run_id)
+        {
+            txn.execute_sql(notify).await?;
+        }
         txn.commit().await?;
+        crate::event_signal::notify(run_id);
         Ok(outcome)
     }
 
@@ -1173,8 +1231,17 @@ impl LeaseGuard {
                 .await?;
             let mut statements = Vec::clone(&statements);
             statements.extend(events_insert(&self.run_id, first, &borrowed(&events)));
+            if reserved > 0 {
+                statements.extend(crate::event_signal::notify_statement(
+                    txn.get_database_backend(),
+                    &self.run_id,
+                ));
+            }
             txn.execute_all_sql(statements).await?;
             txn.commit().await?;
+            if reserved > 0 {
+                crate::event_signal::notify(&self.run_id);
+            }
             return Ok(());
         };
         // The same transaction, run whole on the writer thread.
@@ -1194,7 +1261,11 @@ impl LeaseGuard {
                 }
                 Ok(())
             })
-            .await
+            .await?;
+        if reserved > 0 {
+            crate::event_signal::notify(&self.run_id);
+        }
+        Ok(())
     }
 
     pub(crate) async fn get_part(

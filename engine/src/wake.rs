@@ -61,27 +61,8 @@ impl Waiter {
         }
     }
 
-    /// A listener on a one-connection pool of its own, with the options of the engine's pool:
-    /// it holds its connection for as long as it lives, which must not starve the pool the
-    /// executor writes through.
     async fn connect(&self) -> Result<PgListener, sea_orm::sqlx::Error> {
-        let options = self
-            .db
-            .get_postgres_connection_pool()
-            .connect_options()
-            .as_ref()
-            .clone();
-        let pool = PgPoolOptions::new()
-            .max_connections(1)
-            .min_connections(0)
-            .max_lifetime(None)
-            .idle_timeout(None)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
-            .await?;
-        let mut listener = PgListener::connect_with(&pool).await?;
-        listener.listen(CHANNEL).await?;
-        Ok(listener)
+        listener(&self.db, CHANNEL).await
     }
 
     /// Waits until a notification arrives, `timeout` passes, or `shutdown` trips.
@@ -121,4 +102,29 @@ impl Waiter {
         }
         woken
     }
+}
+
+/// A listener on `channel`, on a one-connection pool of its own with the options of `db`'s
+/// pool (PostgreSQL): it holds its connection for as long as it lives, which must not starve
+/// the pool the executor writes through.
+pub(crate) async fn listener(
+    db: &DatabaseConnection,
+    channel: &str,
+) -> Result<PgListener, sea_orm::sqlx::Error> {
+    let options = db
+        .get_postgres_connection_pool()
+        .connect_options()
+        .as_ref()
+        .clone();
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .min_connections(0)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await?;
+    let mut listener = PgListener::connect_with(&pool).await?;
+    listener.listen(channel).await?;
+    Ok(listener)
 }

@@ -2,7 +2,9 @@
 //! a cheap index (no write lock) to see whether anything is due. On SQLite they do so every
 //! `poll_interval`; on PostgreSQL they wait for a queue notification instead, or until the next
 //! due time or `poll_interval` (the fallback for leases that expire and retries that come due,
-//! which nobody announces), whichever comes first.
+//! which nobody announces), whichever comes first. Before each claim the worker asks its
+//! [`ClaimGate`], if the application gave it one: while the gate says no, it claims nothing
+//! (runs in flight go on) and asks again every poll, so it resumes by itself.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +15,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::executor::{ClaimOutcome, Engine};
 use crate::wake::{Waiter, Woken};
+
+/// The application's admission rule for new claims (free disk space, say: the engine does not
+/// know what is checked). Asked before every claim, so it must be cheap; `Err` carries the
+/// reason, logged when claiming pauses.
+pub trait ClaimGate: Send + Sync + 'static {
+    fn may_claim(&self) -> Result<(), String>;
+}
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -34,11 +43,48 @@ impl WorkerConfig {
 pub struct Worker {
     engine: Engine,
     config: WorkerConfig,
+    gate: Option<Arc<dyn ClaimGate>>,
 }
 
 impl Worker {
     pub fn new(engine: Engine, config: WorkerConfig) -> Self {
-        Worker { engine, config }
+        Worker {
+            engine,
+            config,
+            gate: None,
+        }
+    }
+
+    /// A worker that claims only while `gate` allows it.
+    pub fn with_gate(mut self, gate: Arc<dyn ClaimGate>) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Whether the gate lets this worker claim now; logs when claiming pauses and resumes.
+    fn admitted(&self, paused: &mut bool) -> bool {
+        // A damaged database takes no new work (`db::mark_damaged`): every claim would be
+        // refused anyway, and a paused worker says why once instead of at every poll.
+        let verdict = match (crate::db::known_damage(), &self.gate) {
+            (Some(_), _) => Err("the database is damaged; restore it from a backup".to_string()),
+            (None, Some(gate)) => gate.may_claim(),
+            (None, None) => Ok(()),
+        };
+        match verdict {
+            Ok(()) => {
+                if std::mem::take(paused) {
+                    tracing::info!(worker = %self.config.id, "claiming resumed");
+                }
+                true
+            }
+            Err(reason) => {
+                if !*paused {
+                    *paused = true;
+                    tracing::warn!(worker = %self.config.id, %reason, "claiming paused; runs in flight go on");
+                }
+                false
+            }
+        }
     }
 
     /// Runs until `shutdown` trips. In-flight runs are then released back to the queue with
@@ -47,6 +93,7 @@ impl Worker {
         let slots = Arc::new(Semaphore::new(self.config.concurrency));
         let mut tasks = JoinSet::new();
         let mut waiter = Waiter::new(self.engine.store().db().clone());
+        let mut paused = false;
         tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "worker started");
         loop {
             while tasks.try_join_next().is_some() {}
@@ -57,6 +104,14 @@ impl Worker {
                 },
                 _ = shutdown.cancelled() => break,
             };
+            if !self.admitted(&mut paused) {
+                drop(permit);
+                // A queue notification would not change the gate's answer: wait a whole poll.
+                tokio::select! {
+                    _ = tokio::time::sleep(self.config.poll_interval) => continue,
+                    _ = shutdown.cancelled() => break,
+                }
+            }
             // Listening starts before the queue is read, so a run enqueued right after the read
             // still wakes the wait below.
             waiter.prepare().await;

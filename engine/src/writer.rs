@@ -87,6 +87,10 @@ impl Writer {
         T: Send + 'static,
         E: From<DbErr> + Send + 'static,
     {
+        // Nothing more goes into a database known to be damaged (`db::mark_damaged`).
+        if let Some(refused) = crate::db::refused_as_damaged() {
+            return Err(E::from(refused));
+        }
         let _turn = tokio::time::timeout(crate::db::BUSY_TIMEOUT, self.gate.lock())
             .await
             .map_err(|_| E::from(crate::db::no_turn()))?;
@@ -562,11 +566,15 @@ fn last_error(db: *mut ffi::sqlite3) -> String {
 fn sqlite_error(db: *mut ffi::sqlite3, sql: &str) -> DbErr {
     // SAFETY: `db` is a connection handle.
     let code = unsafe { ffi::sqlite3_extended_errcode(db) };
-    error(&format!(
+    let e = error(&format!(
         "error returned from database: ({code}) {} in: {}",
         last_error(db),
         head(sql)
-    ))
+    ));
+    if crate::db::is_corrupt_code(i64::from(code)) {
+        crate::db::mark_damaged(&e.to_string());
+    }
+    e
 }
 
 fn error(message: &str) -> DbErr {

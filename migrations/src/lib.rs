@@ -10,6 +10,8 @@ mod m20261122_000001_extractions;
 mod m20261123_000001_pages;
 mod m20261124_000001_trace;
 mod m20261125_000001_run_lifecycle;
+mod m20261126_000001_one_text_copy;
+mod m20261126_000002_audit_aggregate;
 
 pub struct Migrator;
 
@@ -28,6 +30,7 @@ pub const TABLES: &[&str] = &[
     "run_stages",
     "runs",
     "search_cleaned",
+    "search_documents",
     "search_raw",
 ];
 
@@ -64,6 +67,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000001_pages::Migration),
             Box::new(m20261124_000001_trace::Migration),
             Box::new(m20261125_000001_run_lifecycle::Migration),
+            Box::new(m20261126_000001_one_text_copy::Migration),
+            Box::new(m20261126_000002_audit_aggregate::Migration),
         ]
     }
 }

@@ -172,10 +172,12 @@ async fn postgres_columns(db: &DatabaseConnection) -> BTreeSet<Column> {
         .filter_map(|row| {
             let table = text(row, "tbl");
             let name = text(row, "col");
-            // The columns that stand in for SQLite's hidden rowid, and the search vectors.
+            // The columns that stand in for SQLite's hidden rowid, and the search vectors (kept
+            // with the index rows, shown by the search views).
             let extra = match table.as_str() {
                 "runs" | "document_texts" => name == "rowid",
                 "search_cleaned" | "search_raw" => name == "rowid" || name == "tsv",
+                "search_documents" => name == "cleaned_tsv" || name == "raw_tsv",
                 _ => false,
             };
             (!extra).then(|| Column {
@@ -285,7 +287,8 @@ async fn postgres_schema_matches_sqlite() {
 }
 
 /// The statements the code sends to SQLite that this schema is shaped to keep: the search
-/// tables' `rowid`, and `rowid` as the insertion-order tie-break of `runs` and `document_texts`.
+/// tables' `rowid` (views over `search_documents` here), and `rowid` as the insertion-order
+/// tie-break of `runs` and `document_texts`.
 #[tokio::test]
 async fn postgres_accepts_the_rowid_statements() {
     let Some(db) = postgres().await else { return };
@@ -315,45 +318,67 @@ async fn postgres_accepts_the_rowid_statements() {
         "pk",
     );
 
+    // The index names stored texts; the views show their bodies and the vectors made of them.
+    for (id, kind, body) in [
+        ("text_cleaned", "cleaned", "Running shelves hold books"),
+        ("text_raw", "raw", "running shelves"),
+    ] {
+        exec(
+            "INSERT INTO document_texts (id, document_id, run_id, kind, body, chars, created_at) \
+             VALUES ($1, 'doc_a', 'run_1', $2, $3, 1, 't')",
+            vec![id.into(), kind.into(), body.into()],
+        )
+        .await;
+    }
     exec(
-        "INSERT INTO search_cleaned (rowid, body, run_id) VALUES ($1, $2, $3)",
+        "INSERT INTO search_documents (pk, run_id, cleaned_text_id, raw_text_id) \
+         VALUES ($1, $2, $3, $4) ON CONFLICT (pk) DO UPDATE SET run_id = excluded.run_id, \
+         cleaned_text_id = excluded.cleaned_text_id, raw_text_id = excluded.raw_text_id",
         vec![
             pk.into(),
-            "Running shelves hold books".into(),
             "run_1".into(),
+            "text_cleaned".into(),
+            "text_raw".into(),
         ],
-    )
-    .await;
-    exec(
-        "INSERT INTO search_raw (rowid, body) VALUES ($1, $2)",
-        vec![pk.into(), "running shelves".into()],
     )
     .await;
     let hits = rows(
         &db,
-        "SELECT rowid FROM search_cleaned WHERE tsv @@ plainto_tsquery('english', $1)",
+        "SELECT rowid, body, run_id FROM search_cleaned \
+         WHERE tsv @@ plainto_tsquery('english', $1)",
         vec!["book run".into()],
     )
     .await;
     assert_eq!(
         hits.len(),
         1,
-        "stemmed words match through the generated tsvector"
+        "stemmed words match through the vectors made of the text"
     );
     assert_eq!(int(&hits[0], "rowid"), pk);
+    assert_eq!(text(&hits[0], "body"), "Running shelves hold books");
+    // A text rewritten in place is indexed again; one that goes takes its document out.
     exec(
-        "DELETE FROM search_cleaned WHERE rowid = $1",
-        vec![pk.into()],
+        "UPDATE document_texts SET body = 'shelves of cows' WHERE id = 'text_cleaned'",
+        vec![],
     )
     .await;
-    exec("DELETE FROM search_raw WHERE rowid = $1", vec![pk.into()]).await;
+    let cows = rows(
+        &db,
+        "SELECT rowid FROM search_cleaned WHERE tsv @@ plainto_tsquery('english', $1)",
+        vec!["cow".into()],
+    )
+    .await;
+    assert_eq!(cows.len(), 1, "the vector follows the rewritten text");
+    exec("DELETE FROM document_texts WHERE id = 'text_raw'", vec![]).await;
     let left = rows(
         &db,
-        "SELECT (SELECT count(*) FROM search_cleaned) + (SELECT count(*) FROM search_raw) AS n",
+        "SELECT (SELECT count(*) FROM search_cleaned) + (SELECT count(*) FROM search_raw) \
+         + (SELECT count(*) FROM search_documents) AS n",
         vec![],
     )
     .await;
     assert_eq!(int(&left[0], "n"), 0);
+    exec("DELETE FROM document_texts", vec![]).await;
 
     // Two texts with the same timestamp: the later insert is the latest, as with SQLite's rowid.
     for id in ["text_first", "text_second"] {

@@ -12,7 +12,7 @@ use shelf_app::audit::{DenialEvent, DenialReason, MAX_PATH_CHARS};
 use shelf_app::settings::Scope;
 use subtle::{Choice, ConstantTimeEq};
 
-use crate::client_ip::client_ip;
+use crate::client_ip::{client_ip, client_key};
 use crate::error::{ApiError, ErrorCode};
 use crate::policy::{Access, required_access};
 use crate::rate_limit::Verdict;
@@ -78,11 +78,18 @@ fn scope_name(scope: Scope) -> &'static str {
     }
 }
 
+/// Who a request counts as for the rate limit and the stream cap: its credential when it
+/// authenticated, else its client (an IPv6 network as one), so guessing keys from one address
+/// is limited like any other traffic from it. Handlers find it in the request's extensions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity(pub String);
+
 /// The middleware.
-pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn authorize(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let access = required_access(req.method(), req.uri().path());
-    // Probes and /version are never authenticated nor rate limited: a load balancer's health
-    // checks must not be able to use up a client's window or be refused.
+    // Probes and /version are never authenticated, and not counted here: a load balancer's
+    // health checks must not use up a client's window. `/ready`, which costs a database open
+    // and two fsyncs, counts itself under an identity of its own (`routes::service`).
     if access == Access::Open {
         return next.run(req).await;
     }
@@ -95,34 +102,31 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
     } else {
         None
     };
+    let v6_prefix = state.shelf.settings.api_client_ipv6_prefix;
+    let client_name = client.map_or_else(|| "unknown".to_string(), |ip| client_key(ip, v6_prefix));
+    let identity = match (&scope, presented.as_deref()) {
+        (Some(_), Some(key)) => format!("key:{}", hex::encode(Sha256::digest(key))),
+        _ => format!("ip:{client_name}"),
+    };
     let denial = |reason: DenialReason, retry_after: Option<u64>| DenialEvent {
         method: req.method().as_str().to_string(),
         path: req.uri().path().chars().take(MAX_PATH_CHARS).collect(),
         client_host: client.map(|ip| ip.to_string()),
+        client_key: client_name.clone(),
         credential_present: presented.is_some(),
         scope: scope.map(|s| scope_name(s).to_string()),
         reason,
         retry_after_seconds: retry_after,
     };
 
-    if state.limiter.enabled() {
-        // The identity is the credential when it authenticated, else the client address, so
-        // guessing keys from one address is limited like any other traffic from it.
-        let identity = match (&scope, presented.as_deref()) {
-            (Some(_), Some(key)) => format!("key:{}", hex::encode(Sha256::digest(key))),
-            _ => match client {
-                Some(ip) => format!("ip:{ip}"),
-                None => "ip:unknown".to_string(),
-            },
-        };
-        if let Verdict::Limited { retry_after } = state.limiter.check(&identity) {
-            state
-                .audit
-                .deny(denial(DenialReason::RateLimited, Some(retry_after)));
-            return ApiError::new(ErrorCode::RateLimited, "Rate limit exceeded; retry later")
-                .retry_after(retry_after)
-                .into_response();
-        }
+    // A disabled limit allows everything.
+    if let Verdict::Limited { retry_after } = state.limiter.check(&identity) {
+        state
+            .audit
+            .deny(denial(DenialReason::RateLimited, Some(retry_after)));
+        return ApiError::new(ErrorCode::RateLimited, "Rate limit exceeded; retry later")
+            .retry_after(retry_after)
+            .into_response();
     }
 
     if state.auth_enabled()
@@ -131,6 +135,7 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
         state.audit.deny(denial(reason, None));
         return error.into_response();
     }
+    req.extensions_mut().insert(Identity(identity));
     next.run(req).await
 }
 

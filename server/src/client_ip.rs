@@ -1,7 +1,9 @@
 //! The client's address: the socket peer, or the address a trusted proxy forwarded in
-//! `X-Forwarded-For` when (and only when) the peer lies in `SHELF_API_TRUSTED_PROXY_CIDRS`.
+//! `X-Forwarded-For` when (and only when) the peer lies in `SHELF_API_TRUSTED_PROXY_CIDRS`;
+//! and the client it stands for ([`client_key`]): an IPv4 address, or an IPv6 network of
+//! `SHELF_API_CLIENT_IPV6_PREFIX` bits.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Request};
@@ -15,6 +17,26 @@ pub fn client_ip<B>(req: &Request<B>, trusted: &[IpNet]) -> Option<IpAddr> {
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(addr)| addr.ip())?;
     Some(resolve(peer, req.headers(), trusted))
+}
+
+/// The client an address stands for, as the rate limit, the stream cap and the audit trail
+/// count it: an IPv4 address as is (also written IPv4-mapped, `::ffff:192.0.2.1`), an IPv6
+/// address as its network of `v6_prefix` bits (`2001:db8:1:2::/64`). A host is usually given
+/// a whole /64 and picks addresses in it at will, so keying by the full address would let it
+/// be any number of clients.
+pub fn client_key(ip: IpAddr, v6_prefix: u8) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let bits = u32::from(v6_prefix.clamp(1, 128));
+                let mask = u128::MAX << (128 - bits);
+                let network = Ipv6Addr::from(u128::from(v6) & mask);
+                format!("{network}/{bits}")
+            }
+        },
+    }
 }
 
 fn is_trusted(ip: IpAddr, trusted: &[IpNet]) -> bool {
@@ -74,6 +96,20 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("ip")
+    }
+
+    #[test]
+    fn ipv6_clients_are_keyed_by_their_network_and_mapped_ipv4_as_ipv4() {
+        assert_eq!(client_key(ip("192.0.2.7"), 64), "192.0.2.7");
+        assert_eq!(client_key(ip("::ffff:192.0.2.7"), 64), "192.0.2.7");
+        let a = client_key(ip("2001:db8:1:2::1"), 64);
+        assert_eq!(a, "2001:db8:1:2::/64");
+        assert_eq!(client_key(ip("2001:db8:1:2:ffff:ffff:ffff:ffff"), 64), a);
+        assert_ne!(client_key(ip("2001:db8:1:3::1"), 64), a);
+        assert_eq!(client_key(ip("2001:db8:1:3::1"), 48), "2001:db8:1::/48");
+        assert_eq!(client_key(ip("2001:db8::1"), 128), "2001:db8::1/128");
+        assert_eq!(client_key(ip("2001:db8::1"), 1), "::/1");
+        assert_eq!(client_key(ip("::1"), 64), "::/64");
     }
 
     #[test]

@@ -45,16 +45,19 @@ pub enum ErrorCode {
     SourceChanged,
     ValidationError,
     RateLimited,
+    TooManyStreams,
     IngestFailed,
     RunSubmissionFailed,
     ServiceUnavailable,
     SchemaMismatch,
+    DatabaseCorrupt,
+    InsufficientStorage,
     ServerError,
 }
 
 impl ErrorCode {
     /// Every code, for the docs test and the OpenAPI description.
-    pub const ALL: [ErrorCode; 33] = [
+    pub const ALL: [ErrorCode; 36] = [
         ErrorCode::InvalidApiKey,
         ErrorCode::InsufficientScope,
         ErrorCode::NotFound,
@@ -83,10 +86,13 @@ impl ErrorCode {
         ErrorCode::SourceChanged,
         ErrorCode::ValidationError,
         ErrorCode::RateLimited,
+        ErrorCode::TooManyStreams,
         ErrorCode::IngestFailed,
         ErrorCode::RunSubmissionFailed,
         ErrorCode::ServiceUnavailable,
         ErrorCode::SchemaMismatch,
+        ErrorCode::DatabaseCorrupt,
+        ErrorCode::InsufficientStorage,
         ErrorCode::ServerError,
     ];
 
@@ -124,10 +130,13 @@ impl ErrorCode {
             ErrorCode::SourceChanged => ("source_changed", S::CONFLICT),
             ErrorCode::ValidationError => ("validation_error", S::UNPROCESSABLE_ENTITY),
             ErrorCode::RateLimited => ("rate_limited", S::TOO_MANY_REQUESTS),
+            ErrorCode::TooManyStreams => ("too_many_streams", S::TOO_MANY_REQUESTS),
             ErrorCode::IngestFailed => ("ingest_failed", S::BAD_REQUEST),
             ErrorCode::RunSubmissionFailed => ("run_submission_failed", S::SERVICE_UNAVAILABLE),
             ErrorCode::ServiceUnavailable => ("service_unavailable", S::SERVICE_UNAVAILABLE),
             ErrorCode::SchemaMismatch => ("schema_mismatch", S::SERVICE_UNAVAILABLE),
+            ErrorCode::DatabaseCorrupt => ("database_corrupt", S::SERVICE_UNAVAILABLE),
+            ErrorCode::InsufficientStorage => ("insufficient_storage", S::INSUFFICIENT_STORAGE),
             ErrorCode::ServerError => ("server_error", S::INTERNAL_SERVER_ERROR),
         }
     }
@@ -145,6 +154,9 @@ impl ErrorCode {
     fn fixed_detail(self) -> Option<&'static str> {
         match self {
             ErrorCode::ServerError => Some("Internal server error"),
+            ErrorCode::DatabaseCorrupt => {
+                Some("The database is damaged; the operator must restore it from a backup")
+            }
             ErrorCode::IngestFailed => Some("Document ingest failed"),
             ErrorCode::RunSubmissionFailed => Some("Run could not be submitted; try again later"),
             _ => None,
@@ -164,6 +176,7 @@ impl ErrorCode {
                 ErrorCode::ValidationError
             }
             StatusCode::TOO_MANY_REQUESTS => ErrorCode::RateLimited,
+            StatusCode::INSUFFICIENT_STORAGE => ErrorCode::InsufficientStorage,
             StatusCode::SERVICE_UNAVAILABLE => ErrorCode::ServiceUnavailable,
             s if s.is_server_error() => ErrorCode::ServerError,
             _ => ErrorCode::BadRequest,
@@ -219,6 +232,10 @@ pub struct ErrorBody {
     pub code: String,
 }
 
+/// The detail of `insufficient_storage` when a write met a full disk.
+pub const DISK_FULL: &str =
+    "Insufficient storage: the disk holding Shelf's data is full. Retry once space is freed";
+
 /// The cause of an error response, for the logging middleware only (never serialized).
 #[derive(Debug, Clone)]
 pub struct ErrorCause(pub String);
@@ -242,9 +259,21 @@ impl ApiError {
         }
     }
 
-    /// A failure whose text must not reach the client: `server_error`, cause logged.
+    /// A failure whose text must not reach the client: `server_error`, cause logged; or
+    /// `database_corrupt` when the cause says the database is damaged.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
+        let cause = cause.to_string();
+        if shelf_app::engine::db::is_corrupt_text(&cause) {
+            return Self::database_corrupt(cause);
+        }
         Self::new(ErrorCode::ServerError, "").with_cause(cause)
+    }
+
+    /// `database_corrupt`: the database is damaged (the error that said so has latched the
+    /// damage where it was met, `shelf_engine::db::note_if_corrupt`, which logs the recovery
+    /// steps once and stops this process's writes).
+    pub fn database_corrupt(cause: impl std::fmt::Display) -> Self {
+        Self::new(ErrorCode::DatabaseCorrupt, "").with_cause(cause)
     }
 
     pub fn not_found(detail: impl Into<String>) -> Self {
@@ -264,8 +293,25 @@ impl ApiError {
         Self::validation(vec![ValidationIssue::new(loc, msg, kind)])
     }
 
+    /// Attaches the cause, which only the log sees. A generic failure (`server_error`,
+    /// `ingest_failed`, `run_submission_failed`, `service_unavailable`) caused by a full disk
+    /// (`ENOSPC`, `SQLITE_FULL`, in whatever error it arrived) becomes 507
+    /// `insufficient_storage` here, once for every route: a full disk is the operator's to
+    /// fix, not an internal error.
     pub fn with_cause(mut self, cause: impl std::fmt::Display) -> Self {
-        self.cause = Some(cause.to_string());
+        let cause = cause.to_string();
+        if matches!(
+            self.code,
+            ErrorCode::ServerError
+                | ErrorCode::IngestFailed
+                | ErrorCode::RunSubmissionFailed
+                | ErrorCode::ServiceUnavailable
+        ) && shelf_app::engine::db::is_storage_full_text(&cause)
+        {
+            self.code = ErrorCode::InsufficientStorage;
+            self.detail = ErrorDetail::Message(DISK_FULL.to_string());
+        }
+        self.cause = Some(cause);
         self
     }
 
@@ -361,6 +407,8 @@ impl From<AppError> for ApiError {
             AppError::RunSubmission(_) => {
                 return ApiError::new(ErrorCode::RunSubmissionFailed, "").with_cause(detail);
             }
+            AppError::DatabaseCorrupt { .. } => return ApiError::database_corrupt(detail),
+            AppError::InsufficientStorage { .. } => ErrorCode::InsufficientStorage,
             // Administration runs from the CLI only; the API never reaches these.
             AppError::Config(_) | AppError::Admin(_) | AppError::Internal(_) => {
                 return ApiError::internal(detail);
@@ -377,7 +425,13 @@ impl From<UploadError> for ApiError {
             UploadError::BatchTooLarge { .. } => {
                 ApiError::new(ErrorCode::BatchTooLarge, e.to_string())
             }
+            UploadError::InsufficientStorage(_) => {
+                ApiError::new(ErrorCode::InsufficientStorage, e.to_string())
+            }
             UploadError::Documents(inner) if inner.is_user_error() => inner.into(),
+            UploadError::Documents(inner) if inner.code() == "database_corrupt" => {
+                ApiError::database_corrupt(&inner)
+            }
             // Extractor, storage and database text never reaches the client.
             UploadError::Documents(inner) => {
                 ApiError::new(ErrorCode::IngestFailed, "").with_cause(&inner)
@@ -421,6 +475,11 @@ mod tests {
             },
             AppError::SchemaTooNew { unknown: vec![] },
             AppError::Storage { detail: "x".into() },
+            AppError::DatabaseCorrupt { detail: "x".into() },
+            AppError::InsufficientStorage { detail: "x".into() },
+            AppError::RunSubmission("database error: database or disk is full".into()),
+            AppError::Internal("database: (code: 13) database or disk is full".into()),
+            AppError::Documents(DocumentsError::Io(std::io::Error::from_raw_os_error(28))),
             AppError::RunSubmission("x".into()),
             AppError::Internal("x".into()),
             AppError::Documents(DocumentsError::InvalidSearchWindow),
@@ -461,5 +520,94 @@ mod tests {
         assert_eq!(body["detail"], "Document ingest failed");
         assert_eq!(body["code"], "ingest_failed");
         assert!(upload.cause.is_some_and(|c| c.contains("secret")));
+    }
+
+    /// Every way a damaged database's error reaches the edge answers 503 `database_corrupt`,
+    /// never 500, and shows no internal text.
+    #[test]
+    fn a_damaged_database_answers_503_database_corrupt() {
+        let malformed = || {
+            sea_orm::DbErr::Custom(
+                "error returned from database: (code: 11) database disk image is malformed at /data"
+                    .into(),
+            )
+        };
+        let samples = [
+            ApiError::from(DocumentsError::Db(malformed())),
+            ApiError::from(AppError::from(malformed())),
+            ApiError::from(AppError::Internal(format!("database: {}", malformed()))),
+            ApiError::from(UploadError::Documents(DocumentsError::Db(
+                sea_orm::DbErr::Custom(
+                    "error returned from database: (26) file is not a database".into(),
+                ),
+            ))),
+            ApiError::internal(
+                "error returned from database: (code: 267) vtable constructor failed",
+            ),
+        ];
+        for e in samples {
+            assert_eq!(e.code, ErrorCode::DatabaseCorrupt, "{:?}", e.cause);
+            assert_eq!(e.code.status(), StatusCode::SERVICE_UNAVAILABLE);
+            let body = serde_json::to_value(e.body()).expect("json");
+            assert_eq!(body["code"], "database_corrupt");
+            assert!(!body.to_string().contains("/data"), "{body}");
+        }
+        // Other database errors stay 500 `server_error`.
+        let busy = ApiError::internal("error returned from database: (code: 5) database is locked");
+        assert_eq!(busy.code, ErrorCode::ServerError);
+    }
+
+    /// A full disk answers 507 `insufficient_storage` whichever error carried it to the edge
+    /// (a delete's database write, an upload's staging write, a run submission), with a fixed
+    /// detail and the cause kept for the log; a refusal below `SHELF_MIN_FREE_BYTES` keeps its
+    /// own detail.
+    #[test]
+    fn a_full_disk_answers_507_insufficient_storage() {
+        let full = || {
+            sea_orm::DbErr::Custom(
+                "error returned from database: (code: 13) database or disk is full".into(),
+            )
+        };
+        let enospc = || std::io::Error::from_raw_os_error(28);
+        let samples = [
+            ApiError::from(DocumentsError::Db(full())),
+            ApiError::from(DocumentsError::Io(enospc())),
+            ApiError::from(AppError::from(full())),
+            ApiError::from(AppError::RunSubmission(full().to_string())),
+            ApiError::from(AppError::Storage {
+                detail: enospc().to_string(),
+            }),
+            ApiError::from(UploadError::Documents(DocumentsError::Io(enospc()))),
+            ApiError::internal(format!("writing /data/uploads/x: {}", enospc())),
+        ];
+        for e in samples {
+            assert_eq!(e.code, ErrorCode::InsufficientStorage, "{:?}", e.cause);
+            assert_eq!(e.code.status(), StatusCode::INSUFFICIENT_STORAGE);
+            assert!(e.cause.is_some());
+            let body = serde_json::to_value(e.body()).expect("json");
+            assert_eq!(body["code"], "insufficient_storage");
+            assert_eq!(body["detail"], DISK_FULL);
+        }
+        let refused = ApiError::from(UploadError::InsufficientStorage(
+            shelf_app::disk::LowSpace {
+                free: 1 << 20,
+                floor: 8 << 20,
+            },
+        ));
+        assert_eq!(refused.code, ErrorCode::InsufficientStorage);
+        let body = serde_json::to_value(refused.body()).expect("json");
+        assert!(
+            body["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("SHELF_MIN_FREE_BYTES")),
+            "{body}"
+        );
+        // A client's own words cannot turn a 400 into a 507.
+        let bad = ApiError::new(ErrorCode::BadRequest, "x").with_cause("No space left on device");
+        assert_eq!(bad.code, ErrorCode::BadRequest);
+        assert_eq!(
+            ErrorCode::for_status(StatusCode::INSUFFICIENT_STORAGE),
+            ErrorCode::InsufficientStorage
+        );
     }
 }

@@ -163,7 +163,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, ApiError> {
         let bytes = read_body(req.into_body(), MAX_JSON_BODY_BYTES).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
+        // No bytes at all is no body; white space alone is a body that is not JSON (`422`).
+        if bytes.is_empty() {
             return Ok(OptionalJson(None));
         }
         // The schema declares these bodies optional, which clients (and generators) express

@@ -227,8 +227,29 @@ pub struct UploadForm {
 #[derive(Debug, ToSchema)]
 #[allow(dead_code)]
 pub struct BatchUploadForm {
-    #[schema(value_type = Vec<String>, format = Binary)]
+    #[schema(schema_with = batch_files)]
     pub files: Vec<Vec<u8>>,
+}
+
+/// The `files` parts: at least one, each any bytes. Neither the field nor its items have a
+/// `type`: in a multipart body a field is its parts, so one value is a list of one part, and a
+/// part is bytes whatever they hold; each file is judged on its own in the `200` answer (an
+/// unsupported file is a `failed` entry). Only "no `files` part" (an empty list) is invalid.
+fn batch_files() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::extensions::Extensions;
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType};
+    // utoipa writes an array without a type as `"type": null`, which is no JSON Schema: the
+    // array keywords go in through the extensions, which are written flat into the schema.
+    let mut keywords = Extensions::default();
+    keywords.insert("items".to_string(), serde_json::json!({"format": "binary"}));
+    keywords.insert("minItems".to_string(), serde_json::json!(1));
+    ObjectBuilder::new()
+        .schema_type(SchemaType::AnyValue)
+        .description(Some(
+            "One or more files (a batch without a `files` part is `422`).",
+        ))
+        .extensions(Some(keywords))
+        .build()
 }
 
 /// What became of one file of a batch.
@@ -580,6 +601,16 @@ pub enum DocumentStatusIn {
     Processing,
     Ready,
     Failed,
+}
+
+/// The export formats (schema only; [`shelf_app::ExportFormat`] parses them).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum ExportFormatIn {
+    Json,
+    Txt,
+    Md,
 }
 
 /// The searchable texts (schema only).

@@ -4,11 +4,12 @@
 //! document cannot promise anything the server does not do.
 
 use axum::http::Method;
+use utoipa::openapi::link::Link;
 use utoipa::openapi::path::{Operation, PathItem};
 use utoipa::openapi::security::{
     ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
 };
-use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder, Schema};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::{ErrorBody, ErrorDetail, LocSegment, ValidationIssue};
@@ -47,9 +48,10 @@ pub const BEARER_SCHEME: &str = "bearer";
         RunOut, StageOut, RunList, QueueOut, CancelOut, CreateRun, Reprocess, RunProcessingMode,
         runs::RetryIn,
         EventRecordOut, EventLines, EventRecords, SseEvent,
-        SearchIn, FacetsIn, DocumentStatusIn, SearchScopeIn, MatchModeIn, SearchIdsOut, SearchHitOut, SearchResultsOut, FacetCountOut, FacetsOut,
+        ExportFormatIn, SearchIn, FacetsIn, DocumentStatusIn, SearchScopeIn, MatchModeIn, SearchIdsOut, SearchHitOut, SearchResultsOut, FacetCountOut, FacetsOut,
         Health, Ready, Version, Classifications, ConfigOut,
-        imports::ImportIn, imports::ImportReportOut, imports::ImportStatusOut,
+        imports::ImportIn, imports::ImportFormatIn, imports::OutputModeIn,
+        imports::ImportProcessingModeIn, imports::ImportReportOut, imports::ImportStatusOut,
         imports::PageProgressOut, imports::ImportSummaryOut, imports::FileRecordOut,
         imports::RecordErrorOut, imports::TimingsOut, imports::ImportOptionsOut,
         imports::PageSourcesOut, imports::FilePagesOut,
@@ -113,6 +115,102 @@ impl Modify for Envelope {
         for (path, item) in openapi.paths.paths.iter_mut() {
             for (method, operation) in operations(item) {
                 decorate(&method, path, operation);
+            }
+        }
+        add_links(openapi);
+        if let Some(RefOr::T(Schema::Object(import))) = openapi
+            .components
+            .as_mut()
+            .and_then(|c| c.schemas.get_mut("ImportIn"))
+        {
+            // utoipa has no field for `allOf` with `if`/`then` on an object schema; its
+            // extensions are written flat into the object, so they carry the keywords.
+            import
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert("allOf".to_string(), imports::import_in_conditions());
+        }
+    }
+}
+
+/// The operations a new document's id (`/documents/{id}...`) or a new run's id
+/// (`/runs/{id}...`) is for, as OpenAPI links on the responses that carry one, so a client
+/// (and schemathesis' stateful phase) can follow them with ids that exist.
+fn add_links(openapi: &mut utoipa::openapi::OpenApi) {
+    let targets = |prefix: &str| -> Vec<String> {
+        let mut ids = Vec::new();
+        for (path, item) in openapi.paths.paths.iter() {
+            if path != prefix && !path.starts_with(&format!("{prefix}/")) {
+                continue;
+            }
+            let mut item = item.clone();
+            for (_, operation) in operations(&mut item) {
+                ids.extend(operation.operation_id.clone());
+            }
+        }
+        ids
+    };
+    let by_id = |target: &str| {
+        Link::builder()
+            .operation_id(target)
+            .parameter("path.id", "$response.body#/id")
+            .build()
+    };
+    let document_links: Vec<(String, Link)> = targets("/documents/{id}")
+        .iter()
+        .map(|target| (target.clone(), by_id(target)))
+        .chain([
+            (
+                "create_run".to_string(),
+                Link::builder()
+                    .operation_id("create_run")
+                    .request_body(Some(
+                        serde_json::json!({"document_id": "$response.body#/id"}),
+                    ))
+                    .build(),
+            ),
+            (
+                "list_runs".to_string(),
+                Link::builder()
+                    .operation_id("list_runs")
+                    .parameter("query.document_id", "$response.body#/id")
+                    .build(),
+            ),
+        ])
+        .collect();
+    let run_links: Vec<(String, Link)> = targets("/runs/{id}")
+        .iter()
+        .map(|target| (target.clone(), by_id(target)))
+        .collect();
+    for (path, method, statuses, links) in [
+        (
+            "/documents",
+            Method::POST,
+            &["200", "201"][..],
+            &document_links,
+        ),
+        ("/runs", Method::POST, &["201"][..], &run_links),
+        (
+            "/documents/{id}/reprocess",
+            Method::POST,
+            &["201"][..],
+            &run_links,
+        ),
+        ("/runs/{id}/retry", Method::POST, &["201"][..], &run_links),
+    ] {
+        let Some(item) = openapi.paths.paths.get_mut(path) else {
+            continue;
+        };
+        for (m, operation) in operations(item) {
+            if m != method {
+                continue;
+            }
+            for status in statuses {
+                if let Some(RefOr::T(response)) = operation.responses.responses.get_mut(*status) {
+                    for (name, link) in links {
+                        response.links.insert(name.clone(), RefOr::T(link.clone()));
+                    }
+                }
             }
         }
     }

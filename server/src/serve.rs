@@ -1,6 +1,7 @@
 //! Binding and serving: the public-bind rule (anything but loopback needs an API key and
 //! `SHELF_API_IMPORT_ROOT`), the listener, the in-process queue workers of `--workers`, the
-//! background pruning of superseded runs, and graceful shutdown: when the token trips, new
+//! background pruning of superseded runs, the start-up removal of upload leftovers, the relay that wakes event streams for the run
+//! events other processes commit, and graceful shutdown: when the token trips, new
 //! connections stop, in-flight requests finish, event streams end, in-process runs (the
 //! workers' too) go back to the queue, and queued audit events are written, each within a
 //! grace period.
@@ -147,9 +148,18 @@ impl Listener {
         shutdown: CancellationToken,
         options: ServerOptions,
     ) -> BoundServer {
+        let state = AppState::new(shelf, shutdown, options);
+        // Event streams wait on the process's "run events changed" signal; this feeds it with
+        // what workers in other processes commit (PostgreSQL `LISTEN`, a SQLite tail read).
+        let db = state.shelf.engine.store().db().clone();
+        let tail_every = state.options.events_tail_poll;
+        let stop = state.shutdown.clone();
+        state
+            .tasks
+            .spawn(shelf_app::engine::event_signal::relay(db, tail_every, stop));
         BoundServer {
             listener: self.listener,
-            state: AppState::new(shelf, shutdown, options),
+            state,
         }
     }
 }
@@ -183,6 +193,30 @@ impl BoundServer {
         self.state
             .tasks
             .spawn(async move { shelf.prune_runs_periodically(shutdown).await });
+    }
+
+    /// Removes, in the background, what killed processes left under `uploads/` (staged
+    /// `.part` files and empty upload directories older than
+    /// `shelf_app::uploads::LEFTOVER_GRACE`, trash of committed deletes) and logs how many
+    /// and how many bytes at info. Younger staging files may belong to another process's
+    /// upload in flight and stay.
+    pub fn start_upload_cleanup(&self) {
+        let shelf = self.state.shelf.clone();
+        self.state.tasks.spawn(async move {
+            let data_dir = shelf.settings.data_dir.clone();
+            let now = std::time::SystemTime::now();
+            match shelf_app::uploads::remove_leftovers(&shelf.db, &data_dir, now).await {
+                Ok(removed) => tracing::info!(
+                    removed = removed.count(),
+                    bytes = removed.bytes(),
+                    staged_files = removed.staged_files,
+                    empty_upload_dirs = removed.empty_upload_dirs,
+                    trash_entries = removed.trash_entries,
+                    "upload leftovers removed"
+                ),
+                Err(error) => tracing::warn!(%error, "cannot look for upload leftovers"),
+            }
+        });
     }
 
     /// Serves until the shutdown token trips, then drains (see the module docs).

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::StageDeps;
 use crate::errors::from_documents;
 use crate::metrics;
-use crate::texts::save_stage_text;
+use crate::texts::{save_stage_text, stage_text_id};
 
 /// Most warnings recorded as events per extraction; the rest are counted in one more event.
 const MAX_WARNING_EVENTS: usize = 20;
@@ -258,25 +258,37 @@ async fn extract_document_with(
                 cancel,
             )
             .await?;
-            if settings.cache {
+            if settings.cache && matches!(cache_write, CacheWrite::Now) {
                 let statement = shelf_documents::cache_extraction_statement(
                     &document.sha256,
                     version,
                     &extraction,
+                    None,
                 )
                 .map_err(from_documents)?;
-                match cache_write {
-                    CacheWrite::Now => {
-                        db.execute_sql(statement)
-                            .await
-                            .map_err(|e| from_documents(e.into()))?;
-                    }
-                    CacheWrite::Hand(ctx) => ctx.write_on_success(statement),
-                }
+                db.execute_sql(statement)
+                    .await
+                    .map_err(|e| from_documents(e.into()))?;
             }
             extraction
         }
     };
+    // In a run, the Markdown is the raw text the stage saves in the same transaction: the
+    // cache names that text instead of keeping a copy, a fresh result and a hit alike (a hit
+    // then names the newest run's text, which outlives the older runs' that retention prunes).
+    if settings.cache
+        && let CacheWrite::Hand(ctx) = cache_write
+    {
+        ctx.write_on_success(
+            shelf_documents::cache_extraction_statement(
+                &document.sha256,
+                version,
+                &extraction,
+                Some(&stage_text_id(ctx)),
+            )
+            .map_err(from_documents)?,
+        );
+    }
     Ok(DocumentExtraction {
         pages: page_records(format.kind, &extraction),
         extraction,

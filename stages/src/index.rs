@@ -1,12 +1,12 @@
 //! `index`: publishes a run's results: the classifier and summarizer outputs onto the document,
-//! and the cleaned and raw texts into the full-text indexes, all in the engine's transaction
-//! that records the stage's success (with the run's end, when it is the last stage).
+//! and the cleaned and raw texts into the full-text indexes (which read those stored texts
+//! where they are, keeping no copy), all in the engine's transaction that records the stage's
+//! success (with the run's end, when it is the last stage).
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use shelf_documents::{DocumentResults, DocumentStore};
-use shelf_engine::sql::is_postgres;
 use shelf_engine::{Stage, StageContext, StageError};
 
 use crate::StageDeps;
@@ -28,20 +28,22 @@ impl Index {
     }
 }
 
+/// The stored text an input names, and its length in characters. The index reads the text
+/// where it is stored; only its existence and length are checked here.
 async fn text_of(
     documents: &DocumentStore,
     ctx: &StageContext,
     field: &str,
-) -> Result<String, StageError> {
+) -> Result<(String, u64), StageError> {
     let id = ctx
         .inputs
         .find_str(field)
         .ok_or_else(|| missing_input(field))?;
-    Ok(shelf_documents::get_text(&documents.db, id)
+    let chars = shelf_documents::text_chars(&documents.db, id)
         .await
         .map_err(from_documents)?
-        .ok_or_else(|| StageError::fatal("missing_input", format!("text {id} no longer exists")))?
-        .body)
+        .ok_or_else(|| StageError::fatal("missing_input", format!("text {id} no longer exists")))?;
+    Ok((id.to_string(), chars))
 }
 
 #[async_trait]
@@ -50,8 +52,8 @@ impl Stage for Index {
     type Options = IndexOptions;
 
     async fn run(&self, _options: &IndexOptions, ctx: &StageContext) -> Result<Value, StageError> {
-        let cleaned = text_of(&self.documents, ctx, "cleaned_text_id").await?;
-        let raw = text_of(&self.documents, ctx, "raw_text_id").await?;
+        let (cleaned, cleaned_chars) = text_of(&self.documents, ctx, "cleaned_text_id").await?;
+        let (raw, raw_chars) = text_of(&self.documents, ctx, "raw_text_id").await?;
         let classification = ctx.inputs.find("classification");
         let synopsis = ctx.inputs.find("synopsis");
         let field = |v: Option<&Value>, k: &str| {
@@ -90,12 +92,10 @@ impl Stage for Index {
                 .map_err(from_documents)?,
         );
         for statement in
-            shelf_documents::index_statements(is_postgres(db), pk, &ctx.run_id, &cleaned, &raw)
+            shelf_documents::index_statements(pk, &ctx.subject, &ctx.run_id, &cleaned, &raw)
         {
             ctx.write_on_success(statement);
         }
-        Ok(
-            json!({ "indexed": true, "cleaned_chars": cleaned.chars().count(), "raw_chars": raw.chars().count() }),
-        )
+        Ok(json!({ "indexed": true, "cleaned_chars": cleaned_chars, "raw_chars": raw_chars }))
     }
 }

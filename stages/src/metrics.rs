@@ -41,6 +41,25 @@ fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric name")
 }
 
+/// The codes a conversion fails with: the extractors' own and the extract stage's. Each has
+/// a series from the start (see [`collectors`]), at 0, so a dashboard or an alert on one
+/// works before its first failure. A code outside the list (a database failure's) still
+/// counts, from its first.
+pub const CONVERSION_FAILURE_CODES: &[&str] = &[
+    "converter_failed",
+    "converter_unavailable",
+    "document_too_complex",
+    "extraction_timeout",
+    "extractor_crashed",
+    "file_too_large",
+    "io_error",
+    "malformed_document",
+    "no_text_found",
+    "pdf_encrypted",
+    "source_changed",
+    "unsupported_file_type",
+];
+
 static METRICS: LazyLock<StageMetrics> = LazyLock::new(|| StageMetrics {
     ocr: OcrCounters {
         pages_processed: counter("shelf_ocr_pages_total", "Pages recognized by OCR."),
@@ -92,6 +111,18 @@ pub fn ocr() -> &'static OcrCounters {
 /// Counts a failed conversion. `code` is the stage error's stable code (a bounded set).
 pub fn conversion_failed(code: &str) {
     METRICS.conversion_failures.with_label_values(&[code]).inc();
+}
+
+/// Gives `provider` its language-model series at 0 (the configured provider, at start), so
+/// they exist before its first call.
+pub fn declare_llm_provider(provider: &str) {
+    for vec in [
+        &METRICS.llm_requests,
+        &METRICS.llm_prompt_tokens,
+        &METRICS.llm_completion_tokens,
+    ] {
+        vec.with_label_values(&[provider]);
+    }
 }
 
 /// Counts one answered language-model call and the tokens its provider reported.
@@ -183,9 +214,13 @@ impl Collector for Derived {
 }
 
 /// This crate's collectors, for an application registry. The counters are process-wide:
-/// registering them in several registries shares their values.
+/// registering them in several registries shares their values. The known conversion failure
+/// codes have their series from here on, at 0.
 pub fn collectors() -> Vec<Box<dyn Collector>> {
     let m = &*METRICS;
+    for code in CONVERSION_FAILURE_CODES {
+        m.conversion_failures.with_label_values(&[code]);
+    }
     vec![
         Box::new(m.ocr.pages_processed.clone()),
         Box::new(m.ocr.page_failures.clone()),
@@ -231,5 +266,39 @@ mod tests {
         }
         let (prompt, completion) = llm_tokens();
         assert!(prompt >= 7 && completion >= 3, "{prompt} {completion}");
+    }
+
+    #[test]
+    fn known_label_values_have_series_before_anything_is_counted() {
+        let registry = prometheus::Registry::new();
+        for collector in collectors() {
+            registry.register(collector).expect("register");
+        }
+        declare_llm_provider("declared-provider");
+        let families = registry.gather();
+        let labels_of = |name: &str| -> Vec<String> {
+            families
+                .iter()
+                .filter(|f| f.name() == name)
+                .flat_map(|f| f.get_metric())
+                .flat_map(|m| m.get_label())
+                .map(|l| l.value().to_string())
+                .collect()
+        };
+        let codes = labels_of("shelf_conversion_failures_total");
+        for code in CONVERSION_FAILURE_CODES {
+            assert!(codes.iter().any(|c| c == code), "{code} missing: {codes:?}");
+        }
+        for name in [
+            "shelf_llm_requests_total",
+            "shelf_llm_prompt_tokens_total",
+            "shelf_llm_completion_tokens_total",
+        ] {
+            let providers = labels_of(name);
+            assert!(
+                providers.iter().any(|p| p == "declared-provider"),
+                "{name}: {providers:?}"
+            );
+        }
     }
 }

@@ -19,7 +19,7 @@ pub(crate) fn save_stage_text(
     kind: &str,
     body: String,
 ) -> SavedText {
-    let id = format!("{}:{}", ctx.run_id, ctx.stage);
+    let id = stage_text_id(ctx);
     let chars = body.chars().count();
     ctx.write_on_success(shelf_documents::put_text_statement(&TextRecord {
         id: id.clone(),
@@ -29,4 +29,9 @@ pub(crate) fn save_stage_text(
         body,
     }));
     SavedText { id, chars }
+}
+
+/// The id of the text this stage attempt saves with [`save_stage_text`].
+pub(crate) fn stage_text_id(ctx: &StageContext) -> String {
+    format!("{}:{}", ctx.run_id, ctx.stage)
 }

@@ -406,10 +406,11 @@ async fn the_auth_matrix_over_the_wire() {
             }
         }
     }
-    // Every denial is in the audit trail (written in the background), without key material.
+    // Every denial is in the audit trail (written in the background, a row per client,
+    // reason and minute), without key material.
     let audit = wait_for(Duration::from_secs(20), "audit rows", || {
         let page = env.json(&["admin", "api-audit", "--json", "--limit", "1000"]);
-        (page["total"].as_u64() == Some(denials)).then_some(page)
+        (page["denials"].as_u64() == Some(denials)).then_some(page)
     });
     let text = audit.to_string();
     for secret in ["bb-wrong", "bb-read-key", "bb-write-key", "bb-hashed-key"] {
@@ -1028,6 +1029,15 @@ async fn the_schema_declares_what_the_server_enforces() {
             .expect("reprocess");
         assert_eq!(reply.status(), 201, "reprocess with {body:?}");
     }
+    // White space alone is a body, and not JSON.
+    let reply = client
+        .post(api.url(&format!("/documents/{doc_id}/reprocess")))
+        .header("content-type", "application/json")
+        .body("\n")
+        .send()
+        .await
+        .expect("reprocess");
+    assert_eq!(reply.status(), 422, "a body of white space");
     let runs = get_json(&client, &api, "/runs").await;
     let run_id = runs["runs"][0]["id"].as_str().expect("run").to_string();
     let reply = client
@@ -1057,6 +1067,173 @@ async fn the_schema_declares_what_the_server_enforces() {
             .await
             .expect("stream");
         assert_eq!(reply.status().as_u16(), expected, "Last-Event-ID {value}");
+    }
+
+    // The two stream operations declare `Last-Event-ID`; any other header is accepted, as
+    // HTTP has it (schemathesis.toml says why extra headers are not generated for them).
+    let reply = client
+        .get(api.url(&stream))
+        .header("last-event-id", "0")
+        .header("x-not-declared", "42")
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(reply.status(), 200, "an undeclared header is not refused");
+    drop(reply);
+
+    // Export: `format` is required and one of the declared enum; anything else is the
+    // declared 400, before the document is looked up.
+    let export_params = schema["paths"]["/documents/{id}/export"]["get"]["parameters"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let format = export_params
+        .iter()
+        .find(|p| p["name"] == "format")
+        .expect("format");
+    assert_eq!(format["required"], true, "{format}");
+    assert_eq!(
+        format["schema"]["$ref"], "#/components/schemas/ExportFormatIn",
+        "{format}"
+    );
+    assert_eq!(
+        schema["components"]["schemas"]["ExportFormatIn"]["enum"],
+        json!(["json", "txt", "md"])
+    );
+    for (query, expected) in [
+        ("format=", 400),
+        ("format=pdf", 400),
+        ("", 400),
+        // Declared formats reach the lookup: no succeeded run yet.
+        ("format=md", 404),
+        ("format=json", 404),
+    ] {
+        let reply = client
+            .get(api.url(&format!("/documents/{doc_id}/export?{query}")))
+            .send()
+            .await
+            .expect("export");
+        let status = reply.status().as_u16();
+        assert_eq!(status, expected, "export ?{query}");
+        assert!(
+            declared("/documents/{id}/export", "get", status),
+            "{status}"
+        );
+    }
+
+    // OKF bundle: the prefix is what the declared pattern matches, as sent; lengths count
+    // the value as sent.
+    let okf_params = schema["paths"]["/export/okf"]["get"]["parameters"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let prefix = okf_params
+        .iter()
+        .find(|p| p["name"] == "classification_prefix")
+        .expect("classification_prefix");
+    let prefix_pattern = pattern(&prefix["schema"]);
+    let spaces = format!(" {} ", "t".repeat(199));
+    for (query, value, expected) in [
+        ("classification_prefix", "636.1", 200),
+        ("classification_prefix", "", 200),
+        ("classification_prefix", " 636", 422),
+        ("classification_prefix", "\u{aa9fd}", 422),
+        ("classification_prefix", "6a", 422),
+        ("tag", spaces.as_str(), 422),
+        ("tag", " horses ", 200),
+    ] {
+        if query == "classification_prefix" {
+            assert_eq!(
+                prefix_pattern.is_match(value),
+                expected == 200,
+                "pattern on {value:?}"
+            );
+        }
+        let encoded: String = value
+            .bytes()
+            .map(|b| match b {
+                b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | b'.' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let reply = client
+            .get(api.url(&format!("/export/okf?{query}={encoded}")))
+            .send()
+            .await
+            .expect("okf");
+        let status = reply.status().as_u16();
+        assert_eq!(status, expected, "okf {query}={value:?}");
+        assert!(declared("/export/okf", "get", status), "{status}");
+    }
+
+    // Imports: the enums and the rules between fields are in the schema.
+    let import_in = &schema["components"]["schemas"]["ImportIn"];
+    assert_eq!(import_in["properties"]["source_dir"]["minLength"], 1);
+    assert_eq!(
+        schema["components"]["schemas"]["ImportFormatIn"]["enum"],
+        json!(["md", "markdown", "txt", "text"])
+    );
+    assert_eq!(
+        schema["components"]["schemas"]["OutputModeIn"]["enum"],
+        json!(["workspace", "new-directory", "original", "subdirectory"])
+    );
+    assert_eq!(
+        schema["components"]["schemas"]["ImportProcessingModeIn"]["enum"],
+        json!(["process", "queue", "none"])
+    );
+    let rules = import_in["allOf"].to_string();
+    assert!(
+        rules.contains("\"resume\"") && rules.contains("\"new-directory\""),
+        "{import_in}"
+    );
+
+    // A batch needs one `files` part, of any content.
+    let files = &schema["components"]["schemas"]["BatchUploadForm"]["properties"]["files"];
+    assert_eq!(files["minItems"], 1, "{files}");
+    assert!(files.get("type").is_none(), "{files}");
+    assert!(files["items"].get("type").is_none(), "{files}");
+
+    // Links: a new document's id leads to its operations, a new run's to its own.
+    let links = |path: &str, status: &str| -> Value {
+        schema["paths"][path]["post"]["responses"][status]["links"].clone()
+    };
+    for status in ["200", "201"] {
+        let from_upload = links("/documents", status);
+        for op in [
+            "get_document",
+            "delete_document",
+            "reprocess_document",
+            "get_document_content",
+            "get_document_pages",
+            "export_document",
+            "get_document_okf",
+        ] {
+            assert_eq!(
+                from_upload[op]["parameters"]["path.id"], "$response.body#/id",
+                "{op}: {from_upload}"
+            );
+        }
+        assert_eq!(
+            from_upload["create_run"]["requestBody"]["document_id"],
+            "$response.body#/id"
+        );
+    }
+    for path in ["/runs", "/documents/{id}/reprocess", "/runs/{id}/retry"] {
+        let from_run = links(path, "201");
+        for op in [
+            "get_run",
+            "cancel_run",
+            "retry_run",
+            "list_run_events",
+            "list_run_event_records",
+            "stream_run_events",
+            "stream_run_event_records",
+        ] {
+            assert_eq!(
+                from_run[op]["parameters"]["path.id"], "$response.body#/id",
+                "{path} -> {op}: {from_run}"
+            );
+        }
     }
 
     // A validation error body validates against the declared ErrorDetail: loc items are

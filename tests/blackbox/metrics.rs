@@ -433,3 +433,50 @@ fn a_public_worker_metrics_listener_needs_a_key() {
     assert!(stderr.contains("an API key"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
+
+/// A fresh `shelf api`, before any request but this one: every labelled counter the docs list
+/// has its series for the known label values at 0 (statuses of finished runs, conversion
+/// failure codes, the configured provider), so dashboards and alerts work before the first
+/// failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_api_shows_every_known_series_at_zero() {
+    let env = migrated(Env::new());
+    let api = Api::start(&env);
+    let client = client();
+    let m = get_json(&client, &api, "/metrics").await;
+    let text = exposition(&client, &api.url("/metrics/prometheus")).await;
+    let at_zero = |name: &str, label: &str, value: &str| {
+        let found = samples(&m, name, &json!({ label: value }));
+        assert_eq!(found.len(), 1, "{name}{{{label}={value:?}}} missing: {m}");
+        assert_eq!(found[0]["value"], 0.0, "{name}{{{label}={value:?}}}");
+        let line = format!("{name}{{{label}=\"{value}\"}} 0\n");
+        assert!(text.contains(&line), "{line:?} not in\n{text}");
+    };
+    for status in ["succeeded", "failed", "canceled"] {
+        at_zero("shelf_runs_finished_total", "status", status);
+    }
+    // The codes docs/operations.md and docs/formats.md list for the extract stage.
+    for code in [
+        "converter_failed",
+        "converter_unavailable",
+        "document_too_complex",
+        "extraction_timeout",
+        "extractor_crashed",
+        "file_too_large",
+        "io_error",
+        "malformed_document",
+        "no_text_found",
+        "pdf_encrypted",
+        "source_changed",
+        "unsupported_file_type",
+    ] {
+        at_zero("shelf_conversion_failures_total", "code", code);
+    }
+    for name in [
+        "shelf_llm_requests_total",
+        "shelf_llm_prompt_tokens_total",
+        "shelf_llm_completion_tokens_total",
+    ] {
+        at_zero(name, "provider", "mock");
+    }
+}

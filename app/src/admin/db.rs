@@ -1,6 +1,7 @@
 //! The database's own administration: integrity and migration check, size and row statistics,
 //! maintenance (pruning superseded runs, optimize, WAL checkpoint, vacuum), online backup (`VACUUM INTO` a verified temp
-//! file that then replaces the destination) and restore (verify, drop stale sidecars, rename).
+//! file that then replaces the destination) and restore (verify, set the old file and its
+//! sidecars aside, rename; undone on failure).
 //! Every command opens its own single connection, so none needs the schema to be current and
 //! none changes the database it only inspects. On PostgreSQL, check, statistics and `ANALYZE`
 //! work through the server; the file-level commands refuse and name PostgreSQL's own tools.
@@ -59,6 +60,11 @@ pub struct DbCheck {
     pub migrations: Option<SchemaStatus>,
     /// Each reason the database is not healthy, in words.
     pub problems: Vec<String>,
+    /// What killed processes left under `uploads/` (staged `.part` files and empty upload
+    /// directories older than the grace period, trash of committed deletes): `shelf api`
+    /// removes them at start. Not a health problem. Absent when the database could not be
+    /// opened or the directory not read.
+    pub upload_leftovers: Option<crate::uploads::Leftovers>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -283,6 +289,7 @@ fn unopenable(backend: Backend, database: String, e: AdminError) -> DbCheck {
         foreign_key_violations: Vec::new(),
         migrations: None,
         problems: vec![format!("cannot open the database: {e}")],
+        upload_leftovers: None,
     }
 }
 
@@ -322,6 +329,7 @@ pub async fn check(settings: &Settings) -> Result<DbCheck, AdminError> {
         Err(e) => problems.push(format!("foreign key check failed: {e}")),
     }
     let migrations = migration_check(&db, &mut problems).await;
+    let upload_leftovers = leftovers(&db, settings).await;
     db.close().await?;
     Ok(DbCheck {
         backend: Backend::Sqlite,
@@ -332,16 +340,34 @@ pub async fn check(settings: &Settings) -> Result<DbCheck, AdminError> {
         foreign_key_violations: violations,
         migrations,
         problems,
+        upload_leftovers,
     })
 }
 
-/// The tables of the connection's current schema on PostgreSQL.
+/// The upload leftovers of the data directory, as of now.
+async fn leftovers(
+    db: &DatabaseConnection,
+    settings: &Settings,
+) -> Option<crate::uploads::Leftovers> {
+    match crate::uploads::find_leftovers(db, &settings.data_dir, std::time::SystemTime::now()).await
+    {
+        Ok(found) => Some(found),
+        Err(error) => {
+            tracing::warn!(%error, "cannot look for upload leftovers");
+            None
+        }
+    }
+}
+
+/// The tables (and views) of the connection's current schema on PostgreSQL: on PostgreSQL
+/// `search_cleaned` and `search_raw` are views over `search_documents`.
 async fn server_tables(db: &DatabaseConnection) -> Result<Vec<String>, AdminError> {
     // `information_schema` names are of a domain type the driver does not decode as text.
     rows(
         db,
         "SELECT CAST(table_name AS TEXT) AS name FROM information_schema.tables \
-         WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY 1",
+         WHERE table_schema = current_schema() AND table_type IN ('BASE TABLE', 'VIEW') \
+         ORDER BY 1",
     )
     .await?
     .iter()
@@ -381,6 +407,7 @@ async fn check_postgres(settings: &Settings) -> DbCheck {
         problems.push(format!("integrity check: {}", integrity.join("; ")));
     }
     let migrations = migration_check(&db, &mut problems).await;
+    let upload_leftovers = leftovers(&db, settings).await;
     let _ = db.close().await;
     DbCheck {
         backend: Backend::Postgres,
@@ -391,6 +418,7 @@ async fn check_postgres(settings: &Settings) -> DbCheck {
         foreign_key_violations: Vec::new(),
         migrations,
         problems,
+        upload_leftovers,
     }
 }
 
@@ -633,29 +661,157 @@ pub(crate) async fn verify_backup(path: &Path) -> Result<SchemaStatus, AdminErro
     Ok(status)
 }
 
-/// Puts a verified database file in place: stale sidecars of the old database go first (an old
-/// WAL replayed into the new file would corrupt it), then an atomic rename.
+/// Where a test makes a restore fail: called with the name of each step of the swap before it
+/// runs (`move-files`, `put-files`, `keep-database`, `move-sidecars`, `rename-database`); an error there
+/// fails the restore as a real one would. Restores outside tests pass [`no_fault`].
+pub(crate) type Fault<'a> = &'a (dyn Fn(&'static str) -> std::io::Result<()> + Sync);
+
+/// The [`Fault`] of every real restore: none.
+pub(crate) fn no_fault(_step: &'static str) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// A new database in place, the one it replaced (and that one's sidecars) kept beside it in a
+/// `.shelf-restore-previous-*` directory until [`commit`](Self::commit) removes them or
+/// [`rollback`](Self::rollback) puts them back.
+pub(crate) struct InstalledDatabase {
+    database: PathBuf,
+    dir: PathBuf,
+    aside: tempfile::TempDir,
+    /// The old database is hard-linked into `aside`.
+    kept_database: bool,
+    /// The old sidecars moved into `aside`, by their original paths.
+    moved: Vec<PathBuf>,
+    /// The new file took the database's name.
+    renamed: bool,
+}
+
+impl InstalledDatabase {
+    fn aside(&self, original: &Path) -> PathBuf {
+        self.aside
+            .path()
+            .join(original.file_name().unwrap_or_default())
+    }
+
+    /// The restore is complete: the replaced database and its sidecars go.
+    pub(crate) fn commit(self) {
+        let kept = self.aside.path().to_path_buf();
+        if let Err(error) = self.aside.close() {
+            tracing::warn!(path = %kept.display(), %error, "cannot remove the replaced database");
+        }
+    }
+
+    /// Puts the old database and its sidecars back as they were. If that fails too, the
+    /// directory that holds them is kept, and the error names it.
+    pub(crate) fn rollback(self) -> Result<(), AdminError> {
+        let undo = || -> std::io::Result<()> {
+            if self.renamed {
+                if self.kept_database {
+                    std::fs::rename(self.aside(&self.database), &self.database)?;
+                } else {
+                    std::fs::remove_file(&self.database)?;
+                }
+            }
+            for sidecar in self.moved.iter().rev() {
+                std::fs::rename(self.aside(sidecar), sidecar)?;
+            }
+            std::fs::File::open(&self.dir)?.sync_all()
+        };
+        match undo() {
+            Ok(()) => {
+                drop(self.aside);
+                Ok(())
+            }
+            Err(source) => {
+                let kept = self.aside.keep();
+                Err(AdminError::Io {
+                    what: format!(
+                        "the old database could not be put back; it and its -wal/-shm files are \
+                         in {}: move them back beside {} by hand",
+                        kept.display(),
+                        self.database.display()
+                    ),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+/// Puts a verified database file in place so that a failure at any step leaves the old
+/// database as it was, its committed transactions included:
+///
+/// 1. the old file is hard-linked into a `.shelf-restore-previous-*` directory beside it;
+/// 2. its `-wal`, `-shm` and `-journal` sidecars are moved there (an old WAL left beside the
+///    new file would be replayed into it and corrupt it, so they go first, but nothing is
+///    deleted);
+/// 3. the new file is renamed over the database, atomically, and the directory synced.
+///
+/// A failure undoes what was done. The caller commits (removing the old files) once the whole
+/// restore has succeeded, or rolls back if a later step of its own fails.
 pub(crate) fn install_database(
     verified: tempfile::TempPath,
     database: &Path,
-) -> Result<(), AdminError> {
+    fault: Fault<'_>,
+) -> Result<InstalledDatabase, AdminError> {
     std::fs::File::open(&verified)
         .and_then(|f| f.sync_all())
         .map_err(AdminError::io("cannot sync", &verified))?;
-    for sidecar in sidecars(database) {
-        match std::fs::remove_file(&sidecar) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(AdminError::io("cannot remove", &sidecar)(e)),
+    let dir = database.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let aside = tempfile::Builder::new()
+        .prefix(".shelf-restore-previous-")
+        .tempdir_in(&dir)
+        .map_err(AdminError::io(
+            "cannot create a temporary directory in",
+            &dir,
+        ))?;
+    let mut installed = InstalledDatabase {
+        database: database.to_path_buf(),
+        dir,
+        aside,
+        kept_database: false,
+        moved: Vec::new(),
+        renamed: false,
+    };
+    let failed = |installed: InstalledDatabase, e: AdminError| match installed.rollback() {
+        Ok(()) => e.undone("the restore was undone: the old database and its WAL are in place"),
+        Err(undo) => undo,
+    };
+    if let Err(e) = fault("keep-database").and_then(|()| {
+        if std::fs::symlink_metadata(database).is_ok_and(|m| m.is_file()) {
+            std::fs::hard_link(database, installed.aside(database))?;
+            installed.kept_database = true;
         }
+        Ok(())
+    }) {
+        let e = AdminError::io("cannot keep the current database", database)(e);
+        return Err(failed(installed, e));
     }
-    verified
-        .persist(database)
-        .map_err(|e| AdminError::io("cannot replace", database)(e.error))?;
-    if let Some(parent) = database.parent() {
-        sync_dir(parent)?;
+    for sidecar in sidecars(database) {
+        if std::fs::symlink_metadata(&sidecar).is_err() {
+            continue;
+        }
+        let target = installed.aside(&sidecar);
+        if let Err(e) = fault("move-sidecars").and_then(|()| std::fs::rename(&sidecar, &target)) {
+            let e = AdminError::io("cannot move aside", &sidecar)(e);
+            return Err(failed(installed, e));
+        }
+        installed.moved.push(sidecar);
     }
-    Ok(())
+    // On failure the new file is dropped (and so removed) here.
+    let renamed = fault("rename-database")
+        .and_then(|()| verified.persist(database).map_err(|e| e.error).map(|_| ()));
+    if let Err(e) = renamed {
+        return Err(failed(
+            installed,
+            AdminError::io("cannot replace", database)(e),
+        ));
+    }
+    installed.renamed = true;
+    if let Err(e) = sync_dir(&installed.dir) {
+        return Err(failed(installed, e));
+    }
+    Ok(installed)
 }
 
 /// A temp file beside `path` (same file system, so the final rename is atomic).
@@ -699,8 +855,17 @@ pub async fn backup(settings: &Settings, dest: &Path) -> Result<DbBackup, AdminE
     })
 }
 
-/// `shelf admin db-restore FILE --yes`: refused while a service holds the data directory.
+/// `shelf admin db-restore FILE --yes`: refused while any process holds the data directory.
+/// A failure leaves the old database as it was (see [`install_database`]).
 pub async fn restore(settings: &Settings, file: &Path) -> Result<DbRestore, AdminError> {
+    restore_with(settings, file, &no_fault).await
+}
+
+pub(crate) async fn restore_with(
+    settings: &Settings,
+    file: &Path,
+    fault: Fault<'_>,
+) -> Result<DbRestore, AdminError> {
     sqlite_only(settings, "db-restore", PG_RESTORE)?;
     let source = source_file(file)?;
     let _lock = lock::hold_exclusive(&settings.data_dir, "the database")?;
@@ -714,7 +879,7 @@ pub async fn restore(settings: &Settings, file: &Path) -> Result<DbRestore, Admi
     std::fs::set_permissions(&temp, std::os::unix::fs::PermissionsExt::from_mode(0o600))
         .map_err(AdminError::io("cannot set the mode of", &temp))?;
     let status = verify_backup(&temp).await?;
-    install_database(temp, &database)?;
+    install_database(temp, &database, fault)?.commit();
     Ok(DbRestore {
         database,
         applied_migrations: status.applied,

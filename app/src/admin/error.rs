@@ -8,11 +8,12 @@ pub enum AdminError {
     #[error("no database at {}", .path.display())]
     DatabaseMissing { path: PathBuf },
     #[error(
-        "{what} is in use by a running `shelf api` or `shelf worker` (lock {}); stop them first",
+        "{what} is in use by another shelf process (`shelf api`, `worker`, `import`, `process`, \
+         `delete`, `migrate` or an admin command holds the lock {}); stop them first",
         .lock.display()
     )]
     DatabaseInUse { what: &'static str, lock: PathBuf },
-    #[error("a restore holds the data directory (lock {}); start the service after it ends", .lock.display())]
+    #[error("a restore holds the data directory (lock {}); run the command again after it ends", .lock.display())]
     RestoreInProgress { lock: PathBuf },
     #[error("{what} replaces the current data; run it again with --yes to confirm")]
     ConfirmationRequired { what: &'static str },
@@ -86,6 +87,17 @@ impl AdminError {
     ) -> impl FnOnce(std::io::Error) -> Self {
         let what = format!("{what} {}", path.display());
         move |source| AdminError::Io { what, source }
+    }
+
+    /// The same failure, saying that what it interrupted was undone (`note` says what).
+    pub(crate) fn undone(self, note: &str) -> Self {
+        match self {
+            AdminError::Io { what, source } => AdminError::Io {
+                what: format!("{what} ({note})"),
+                source,
+            },
+            other => other,
+        }
     }
 
     pub(crate) fn invalid(detail: impl Into<String>) -> Self {

@@ -1,7 +1,11 @@
-//! Who is using the data directory: `shelf api` and `shelf worker` hold a shared `flock` on
-//! `<data_dir>/shelf.lock` for as long as they run, and a restore takes it exclusively without
-//! waiting. The kernel drops a lock when its process dies (even on SIGKILL), so a crashed
-//! service never blocks a restore and no PID file can go stale.
+//! Who is using the data directory: every process that writes the database or the data
+//! directory (`shelf api`, `worker`, `import` and `import --watch`, `process`, `delete`,
+//! `migrate`, and the other commands that open the Shelf, admin ones included) and the
+//! backups hold a shared `flock` on `<data_dir>/shelf.lock` for as long as they run, and a
+//! restore takes it exclusively without waiting. The kernel drops a lock when its process dies
+//! (even on SIGKILL), so a crashed process never blocks a restore and no PID file can go
+//! stale. The lock is a file, so it coordinates the processes of one host that share the data
+//! directory, on either backend.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
@@ -41,8 +45,8 @@ fn open_lock_file(data_dir: &Path) -> Result<(File, PathBuf), AdminError> {
     Ok((file, path))
 }
 
-/// Held by `shelf api` and `shelf worker` while they run: many may share it; a restore in
-/// progress (the exclusive holder) makes them refuse to start.
+/// Held by every writer while it runs: many may share it; a restore in progress (the
+/// exclusive holder) makes them refuse to start (`restore_in_progress`).
 pub fn hold_shared(data_dir: &Path) -> Result<DataDirLock, AdminError> {
     let (file, path) = open_lock_file(data_dir)?;
     match file.try_lock_shared() {
@@ -52,7 +56,8 @@ pub fn hold_shared(data_dir: &Path) -> Result<DataDirLock, AdminError> {
     }
 }
 
-/// Taken by restores: fails at once, without waiting, while any service holds the shared lock.
+/// Taken by restores: fails at once, without waiting, while any process holds the shared lock
+/// (`database_in_use`).
 pub fn hold_exclusive(data_dir: &Path, what: &'static str) -> Result<DataDirLock, AdminError> {
     let (file, path) = open_lock_file(data_dir)?;
     match file.try_lock() {

@@ -45,6 +45,7 @@ impl ImportError {
             ImportError::InvalidOutputDir(_) => "invalid_output_dir",
             ImportError::TooLarge(_) => "import_too_large",
             ImportError::ManifestTooLarge { .. } => "import_manifest_too_large",
+            ImportError::Io(e) if shelf_engine::db::is_storage_full_io(e) => "insufficient_storage",
             ImportError::Io(_) => "server_error",
             ImportError::App(e) => e.code(),
         }

@@ -375,7 +375,7 @@ impl Import {
                 tracing::error!(error = %e, "import ingest failed");
                 "Document ingest failed".to_string()
             };
-            let code = if e.is_user_error() {
+            let code = if e.is_user_error() || e.code() == "database_corrupt" {
                 e.code()
             } else {
                 "ingest_failed"
@@ -520,6 +520,8 @@ impl Shelf {
         cancel: &CancellationToken,
         progress: &mut (dyn FnMut(Progress<'_>) + Send),
     ) -> Result<ImportReport, ImportError> {
+        // Refused while a volume is below `SHELF_MIN_FREE_BYTES`, before anything is written.
+        self.admit_new_work().map_err(crate::AppError::from)?;
         Import::prepare(self, request, boundary, limits)?
             .run(cancel, progress)
             .await

@@ -44,11 +44,31 @@ impl Shelf {
                 "a hot folder must be a directory".into(),
             ));
         }
+        // Refused while a volume is below `SHELF_MIN_FREE_BYTES`, like any import.
+        self.admit_new_work().map_err(crate::AppError::from)?;
         import.set_status(ReportStatus::Watching)?;
+        let mut low_on_space = false;
         // Size and modification time of each file seen growing on the last poll.
         let mut seen: HashMap<PathBuf, (u64, Option<SystemTime>)> = HashMap::new();
         loop {
-            for item in import.plan()? {
+            // While a volume is below the floor nothing new is taken in: the files wait in the
+            // folder and are imported once space returns.
+            let items = match (self.disk_space().check(), low_on_space) {
+                (Ok(()), paused) => {
+                    if paused {
+                        tracing::info!("free space is back; the hot folder imports again");
+                    }
+                    low_on_space = false;
+                    import.plan()?
+                }
+                (Err(low), false) => {
+                    tracing::warn!("hot folder paused: {low}");
+                    low_on_space = true;
+                    Vec::new()
+                }
+                (Err(_), true) => Vec::new(),
+            };
+            for item in items {
                 if cancel.is_cancelled() {
                     break;
                 }

@@ -3,6 +3,7 @@
 
 mod data;
 
+use crate::output::outln;
 use std::process::ExitCode;
 
 use crate::CliResult;
@@ -60,10 +61,10 @@ pub async fn run(command: Command) -> CliResult {
             } else {
                 match outcome {
                     shelf_app::engine::store::CancelOutcome::Canceled => {
-                        println!("run {} canceled", run.id)
+                        outln!("run {} canceled", run.id)
                     }
                     shelf_app::engine::store::CancelOutcome::Requested => {
-                        println!(
+                        outln!(
                             "cancel requested; the worker holding run {} will stop it",
                             run.id
                         )
@@ -86,7 +87,7 @@ pub async fn run(command: Command) -> CliResult {
             if json {
                 print_json(&shelf.run_view(&run.id).await.or_fail(json)?);
             } else {
-                println!("run {} queued as a retry of {}", run.id, run_id);
+                outln!("run {} queued as a retry of {}", run.id, run_id);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -120,12 +121,15 @@ pub async fn run(command: Command) -> CliResult {
                     "counts": counts, "runs": items, "total": total, "limit": limit, "offset": offset,
                 }));
             } else {
-                println!(
+                outln!(
                     "queued {} (due {}), running {} (expired leases {})",
-                    counts.queued, counts.due, counts.running, counts.expired_leases
+                    counts.queued,
+                    counts.due,
+                    counts.running,
+                    counts.expired_leases
                 );
                 for r in &runs {
-                    println!(
+                    outln!(
                         "{:<21} {:<8} {:<10} owner {:<20} claims {} reclaims {}",
                         r.id,
                         r.status.as_str(),
@@ -151,16 +155,18 @@ pub async fn run(command: Command) -> CliResult {
             if json {
                 print_json(&page);
             } else {
-                println!(
-                    "{} denied request(s); showing {} from offset {}",
+                outln!(
+                    "{} denied request(s) in {} row(s); showing {} from offset {}",
+                    page.denials,
                     page.total,
                     page.events.len(),
                     page.offset
                 );
                 for e in &page.events {
-                    println!(
-                        "{} {:<18} {:<7} {} client {} credential {} scope {}{}",
+                    outln!(
+                        "{} x{:<5} {:<18} {:<7} {} client {} credential {} scope {}{}",
                         e.created_at,
+                        e.count,
                         e.reason,
                         e.method,
                         e.path,

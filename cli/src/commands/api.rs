@@ -45,6 +45,10 @@ pub async fn run(args: Args) -> CliResult {
         .await
         .map_err(super::bind_failure)?;
     let _lock = super::hold_data_dir(&settings)?;
+    // A damaged database is refused before anything is written into it (exit 4).
+    shelf_app::db::check_at_start(&settings)
+        .await
+        .map_err(|e| Failure::from_app(e, false))?;
     let shelf = Shelf::open(settings)
         .await
         .map_err(|e| Failure::from_app(e, false))?;
@@ -52,6 +56,7 @@ pub async fn run(args: Args) -> CliResult {
     let server = listener.serve(shelf, shutdown.clone(), ServerOptions::default());
     server.start_workers(workers);
     server.start_retention();
+    server.start_upload_cleanup();
     crate::signals::stop_on_signal(shutdown);
     super::announce("shelf api", server.local_addr())?;
     server.run().await.map_err(|e| {

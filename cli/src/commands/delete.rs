@@ -2,6 +2,7 @@
 //! `DELETE /documents/{id}` (the same boundary checks: a symlinked `uploads` directory or parent
 //! refuses it; an imported document's source file is never touched).
 
+use crate::output::outln;
 use std::process::ExitCode;
 
 use crate::CliResult;
@@ -30,9 +31,9 @@ pub async fn run(args: Args) -> CliResult {
             "removed_files": deleted.removed_files,
         }));
     } else if deleted.removed_files {
-        println!("deleted {} and its uploaded file", deleted.id);
+        outln!("deleted {} and its uploaded file", deleted.id);
     } else {
-        println!("deleted {}", deleted.id);
+        outln!("deleted {}", deleted.id);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,6 +2,7 @@
 //! to stdout or, with `--output`, to a file written atomically; or, with `--okf DIR`, every
 //! processed document as an Open Knowledge Format bundle written to disk ([`super::okf`]).
 
+use crate::output::errln;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -86,26 +87,15 @@ pub async fn run(args: Args) -> CliResult {
                 exit: EXIT_FAILED,
                 json: args.json,
             })?;
-            eprintln!(
+            errln!(
                 "exported {} to {} (suggested name: {})",
                 document_id,
                 path.display(),
                 export.file_name()
             );
         }
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(&export.body)
-                .and_then(|()| stdout.flush())
-                .map_err(|e| {
-                    Failure::new(
-                        format!("cannot write stdout: {e}"),
-                        "server_error",
-                        EXIT_FAILED,
-                    )
-                })?;
-        }
+        // A closed pipe ends the process quietly (`output::EXIT_BROKEN_PIPE`).
+        None => crate::output::write_stdout(&export.body),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,7 @@
 //! `shelf health`: asks a running API for `GET /health` and exits 0 only on `200` with
 //! `{"status": "healthy"}`. The container's HEALTHCHECK uses it, so the image needs no curl.
 
+use crate::output::outln;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -44,7 +45,7 @@ pub async fn run(args: Args) -> CliResult {
         .await
         .map_err(|e| unhealthy(format!("{url}: answered {status} without JSON: {e}")))?;
     if status.is_success() && body["status"] == "healthy" {
-        println!("healthy");
+        outln!("healthy");
         Ok(ExitCode::SUCCESS)
     } else {
         Err(unhealthy(format!("{url}: answered {status}: {body}")))

@@ -4,6 +4,7 @@
 //! `--watch` keeps importing what lands in a hot folder. The CLI is local: any path its user
 //! gives is accepted (no import root), but symlinks are never followed.
 
+use crate::output::{errln, outln};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -104,6 +105,10 @@ fn path_arg(path: &std::path::Path) -> String {
 
 pub async fn run(args: Args) -> CliResult {
     let shelf = super::open(args.json).await?;
+    // A damaged database is refused before anything is imported into it (exit 4).
+    shelf_app::db::check_at_start(&shelf.settings)
+        .await
+        .map_err(|e| Failure::from_app(e, args.json))?;
     let mut manifest = args.manifest.clone();
     if args.watch && manifest.is_none() {
         manifest = Some(hot_folder_manifest(
@@ -160,7 +165,7 @@ pub async fn run(args: Args) -> CliResult {
     };
     let report = if args.watch {
         if !json {
-            eprintln!(
+            errln!(
                 "watching {} (Ctrl-C stops; manifest {})",
                 args.path.display(),
                 manifest.as_deref().map(path_arg).unwrap_or_default()
@@ -254,20 +259,20 @@ fn print_record(record: &FileRecord) {
                 _ => String::new(),
             };
             let reused = if record.reused { " (done before)" } else { "" };
-            println!(
+            outln!(
                 "{id}  {} -> {}{run}{reused}",
                 record.path,
                 record.output.as_deref().unwrap_or("")
             );
         }
-        (_, Some(error)) => println!("{id}  {}: {} ({})", record.path, error.detail, error.code),
-        (_, None) => println!("{id}  {}", record.path),
+        (_, Some(error)) => outln!("{id}  {}: {} ({})", record.path, error.detail, error.code),
+        (_, None) => outln!("{id}  {}", record.path),
     }
 }
 
 fn print_summary(report: &ImportReport) {
     let s = &report.summary;
-    println!(
+    outln!(
         "{} file(s): {} converted ({} done before), {} skipped, {} failed; {} ingested ({} already known); runs: {} succeeded, {} failed, {} queued{}",
         s.files,
         s.converted,

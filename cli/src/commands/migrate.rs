@@ -1,6 +1,7 @@
 //! `shelf migrate`: apply pending migrations (services also apply them at start; this runs them
 //! ahead of an upgrade, or reports the schema state).
 
+use crate::output::outln;
 use std::process::ExitCode;
 
 use shelf_app::db;
@@ -18,6 +19,8 @@ pub struct Args {
 pub async fn run(args: Args) -> CliResult {
     let settings = super::settings(args.json)?;
     crate::logging::init(&settings, true, args.json)?;
+    // Migrations write: never under a restore, and no restore under them.
+    super::hold_for_process(&settings, args.json)?;
     let conn = db::connect_settings(&settings, 2)
         .await
         .or_fail(args.json)?;
@@ -29,16 +32,16 @@ pub async fn run(args: Args) -> CliResult {
             "applied_migrations": migrated.status.applied,
         }));
     } else if migrated.applied_now.is_empty() {
-        println!(
+        outln!(
             "database {} is up to date ({} migrations)",
             settings.database_display(),
             migrated.status.applied.len()
         );
     } else {
         for name in &migrated.applied_now {
-            println!("applied {name}");
+            outln!("applied {name}");
         }
-        println!("database {} is up to date", settings.database_display());
+        outln!("database {} is up to date", settings.database_display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -58,10 +58,14 @@ pub fn settings(json: bool) -> Result<Settings, Failure> {
     })
 }
 
-/// Settings, logging and an opened Shelf for a one-shot command (migrations applied).
+/// Settings, logging and an opened Shelf for a one-shot command (migrations applied), with the
+/// data directory's shared lock held until the process exits: opening applies migrations, and
+/// most commands write (`import`, `process`, `delete`, run cancel and retry...), so none may
+/// run while a restore swaps the database, and no restore may start while one runs.
 pub async fn open(json: bool) -> Result<Shelf, Failure> {
     let settings = settings(json)?;
     crate::logging::init(&settings, true, json)?;
+    hold_for_process(&settings, json)?;
     Shelf::open(settings)
         .await
         .map_err(|e| Failure::from_app(e, json))
@@ -72,4 +76,44 @@ pub async fn open(json: bool) -> Result<Shelf, Failure> {
 pub fn hold_data_dir(settings: &Settings) -> Result<shelf_app::admin::lock::DataDirLock, Failure> {
     shelf_app::admin::lock::hold_shared(&settings.data_dir)
         .map_err(|e| Failure::from_app(e.into(), false))
+}
+
+/// The lock of [`hold_for_process`], never dropped: the kernel releases it when the process
+/// ends, however it ends.
+static PROCESS_LOCK: std::sync::OnceLock<shelf_app::admin::lock::DataDirLock> =
+    std::sync::OnceLock::new();
+
+/// Takes the data directory's shared lock for the rest of the process (a second call is a
+/// no-op): for one-shot commands, whose work and background tasks may outlive any one value.
+/// Refused with `restore_in_progress` while a restore holds the directory.
+pub fn hold_for_process(settings: &Settings, json: bool) -> Result<(), Failure> {
+    if PROCESS_LOCK.get().is_some() {
+        return Ok(());
+    }
+    let lock = shelf_app::admin::lock::hold_shared(&settings.data_dir)
+        .map_err(|e| Failure::from_app(e.into(), json))?;
+    // Another thread may have won the race; its lock is as good, and this one drops.
+    let _ = PROCESS_LOCK.set(lock);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_one_shot_command_holds_the_lock_until_the_process_ends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let vars = [(
+            "SHELF_DATA_DIR".to_string(),
+            dir.path().display().to_string(),
+        )];
+        let settings = Settings::from_vars(&vars.into_iter().collect()).expect("settings");
+        hold_for_process(&settings, true).expect("first");
+        hold_for_process(&settings, true).expect("a second call is a no-op");
+        let restore = shelf_app::admin::lock::hold_exclusive(dir.path(), "db-restore");
+        assert_eq!(restore.expect_err("held").code(), "database_in_use");
+        // Another holder (a second command on the same directory) still shares it.
+        assert!(shelf_app::admin::lock::hold_shared(dir.path()).is_ok());
+    }
 }

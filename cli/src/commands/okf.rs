@@ -7,6 +7,7 @@
 //! nothing else in DIR is removed). DIR itself and every folder below it must be real
 //! directories: a symbolic link anywhere inside the bundle is refused, never followed.
 
+use crate::output::outln;
 use std::collections::HashSet;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -125,7 +126,7 @@ pub async fn run(args: OkfArgs, json: bool) -> CliResult {
     if json {
         print_json(&summary);
     } else {
-        println!(
+        outln!(
             "wrote {written} concept(s) and {index_files} index file(s) to {}; skipped {skipped} document(s){}",
             summary.dir,
             if truncated { " (--limit reached)" } else { "" }

@@ -1,6 +1,7 @@
 //! `shelf pages DOC_ID`: the page records of a document's latest run that recorded pages (the
 //! same listing as `GET /documents/{id}/pages`): one line per page and a summary line.
 
+use crate::output::outln;
 use std::process::ExitCode;
 
 use shelf_app::documents::{ListedPage, PageListing, PageSummary};
@@ -47,21 +48,27 @@ pub async fn run(args: Args) -> CliResult {
 
 fn print_table(listing: &PageListing) {
     let Some(run_id) = &listing.run_id else {
-        println!(
+        outln!(
             "document {} has no page records (not a PDF or image, or not processed yet)",
             listing.document_id
         );
         return;
     };
-    println!("document {}  run {run_id}", listing.document_id);
-    println!(
+    outln!("document {}  run {run_id}", listing.document_id);
+    outln!(
         "{:>6} {:<10} {:>10} {:>8} {:>8} {:>8} {:<9} NOTES",
-        "PAGE", "SOURCE", "CONFIDENCE", "ROTATION", "CHARS", "ATTEMPTS", "CORRECTED"
+        "PAGE",
+        "SOURCE",
+        "CONFIDENCE",
+        "ROTATION",
+        "CHARS",
+        "ATTEMPTS",
+        "CORRECTED"
     );
     for page in &listing.pages {
-        println!("{}", row(page));
+        outln!("{}", row(page));
     }
-    println!(
+    outln!(
         "{} of {} page(s) shown{}",
         listing.pages.len(),
         listing.total,
@@ -71,7 +78,7 @@ fn print_table(listing: &PageListing) {
             ""
         }
     );
-    println!("{}", summary_line(&listing.summary));
+    outln!("{}", summary_line(&listing.summary));
 }
 
 fn row(page: &ListedPage) -> String {

@@ -1,5 +1,6 @@
 //! `shelf pipeline check FILE`, `shelf pipeline graph NAME`, `shelf pipeline list`.
 
+use crate::output::{errln, out, outln};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -60,7 +61,7 @@ pub async fn run(command: Command) -> CliResult {
                         "stages": p.stages.iter().map(|s| &s.name).collect::<Vec<_>>(),
                     }));
                 } else {
-                    println!(
+                    outln!(
                         "{}: ok ({} stages, sha256 {})",
                         file.display(),
                         p.stages.len(),
@@ -79,7 +80,7 @@ pub async fn run(command: Command) -> CliResult {
                     }));
                 } else {
                     for d in &diagnostics {
-                        eprintln!("{file}:{}:{}: {}", d.line, d.column, d.message);
+                        errln!("{file}:{}:{}: {}", d.line, d.column, d.message);
                     }
                 }
                 Ok(ExitCode::from(crate::output::EXIT_FAILED))
@@ -95,7 +96,7 @@ pub async fn run(command: Command) -> CliResult {
             }
             .or_fail(false)?;
             let format = GraphFormat::parse(&format).unwrap_or(GraphFormat::Text);
-            print!("{}", pipeline.render(format));
+            out!("{}", pipeline.render(format));
             Ok(ExitCode::SUCCESS)
         }
         Command::List { json } => {
@@ -104,7 +105,7 @@ pub async fn run(command: Command) -> CliResult {
                 print_json(&names);
             } else {
                 for n in names {
-                    println!("{n}");
+                    outln!("{n}");
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -2,6 +2,7 @@
 //! or queue it for a worker. SIGINT or SIGTERM releases a run being processed here back to the
 //! queue, checkpoints kept, and exits 130 or 143.
 
+use crate::output::errln;
 use std::process::ExitCode;
 
 use shelf_app::ProcessingMode;
@@ -60,7 +61,7 @@ pub async fn run(args: Args) -> CliResult {
     // A signal that came after the run ended changed nothing: the run's outcome stands.
     match received.and_then(|r| r.exit_code()) {
         Some(code) if !run.status.is_terminal() => {
-            eprintln!(
+            errln!(
                 "interrupted: run {} is back in the queue with its checkpoints; `shelf worker` finishes it",
                 run.id
             );

@@ -2,6 +2,7 @@
 //! prints events as they happen until the run ends. The list warns (on stderr, or as
 //! `queue_warning` with `--json`) when runs wait and no worker claims them.
 
+use crate::output::{errln, outln};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -46,14 +47,17 @@ pub async fn run(args: Args) -> CliResult {
                 }));
             } else {
                 if let Some(warning) = &warning {
-                    eprintln!("warning: {warning}");
+                    errln!("warning: {warning}");
                 }
-                println!(
+                outln!(
                     "{:<21} {:<10} {:<10} {:<21} CREATED",
-                    "RUN", "STATUS", "STAGE", "DOCUMENT"
+                    "RUN",
+                    "STATUS",
+                    "STAGE",
+                    "DOCUMENT"
                 );
                 for r in &runs {
-                    println!(
+                    outln!(
                         "{:<21} {:<10} {:<10} {:<21} {}",
                         r.id,
                         r.status,
@@ -62,7 +66,7 @@ pub async fn run(args: Args) -> CliResult {
                         r.created_at
                     );
                 }
-                println!("{} of {total} run(s)", runs.len());
+                outln!("{} of {total} run(s)", runs.len());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -103,16 +107,19 @@ pub async fn show_run(
     {
         // Said first: a followed run that nothing will claim would otherwise wait in silence.
         if let Some(warning) = queue_warning(shelf).await {
-            eprintln!("warning: {warning}");
+            errln!("warning: {warning}");
         }
     }
     if follow && !json {
         loop {
             let events = shelf.events(id, after as u64, 500).await.or_fail(json)?;
             for e in &events {
-                println!(
+                outln!(
                     "{:>4} {} {:<10} {}",
-                    e.sequence, e.created_at, e.stage, e.message
+                    e.sequence,
+                    e.created_at,
+                    e.stage,
+                    e.message
                 );
                 after = e.sequence;
             }
@@ -130,11 +137,13 @@ pub async fn show_run(
         print_json(&detail);
     } else {
         let run = &detail.run;
-        println!(
+        outln!(
             "run {}  {}  document {}",
-            run.id, run.status, run.document_id
+            run.id,
+            run.status,
+            run.document_id
         );
-        println!(
+        outln!(
             "  pipeline {} (sha256 {})  attempt {}{}",
             run.pipeline,
             &run.pipeline_sha256[..12.min(run.pipeline_sha256.len())],
@@ -145,14 +154,17 @@ pub async fn show_run(
                 .unwrap_or_default()
         );
         if let Some(error) = &run.error {
-            println!("  error: {error}");
+            outln!("  error: {error}");
         }
-        println!(
+        outln!(
             "  {:<10} {:<10} {:>8} {:>10}",
-            "STAGE", "STATUS", "ATTEMPTS", "MS"
+            "STAGE",
+            "STATUS",
+            "ATTEMPTS",
+            "MS"
         );
         for s in run.stages.iter().flatten() {
-            println!(
+            outln!(
                 "  {:<10} {:<10} {:>8} {:>10}{}",
                 s.name,
                 s.status,
@@ -167,11 +179,14 @@ pub async fn show_run(
             );
         }
         if !follow {
-            println!("  events:");
+            outln!("  events:");
             for e in &detail.events {
-                println!(
+                outln!(
                     "  {:>4} {} {:<10} {}",
-                    e.sequence, e.created_at, e.stage, e.message
+                    e.sequence,
+                    e.created_at,
+                    e.stage,
+                    e.message
                 );
             }
         }

@@ -1,6 +1,7 @@
 //! `shelf search QUERY`: BM25 full-text search (POST /search; `--details` is POST
 //! /search/results; `--facets` is POST /search/facets), with the endpoints' filters.
 
+use crate::output::{errln, outln};
 use std::process::ExitCode;
 
 use shelf_app::documents::SearchBody;
@@ -89,14 +90,14 @@ pub async fn run(args: Args) -> CliResult {
                 ("filename", &facets.filenames),
             ];
             for (name, counts) in groups {
-                println!("{name}:");
+                outln!("{name}:");
                 for facet in counts {
                     let label = facet
                         .label
                         .as_deref()
                         .map(|l| format!("  {l}"))
                         .unwrap_or_default();
-                    println!("  {:>6}  {}{label}", facet.count, facet.value);
+                    outln!("  {:>6}  {}{label}", facet.count, facet.value);
                 }
             }
         }
@@ -110,19 +111,19 @@ pub async fn run(args: Args) -> CliResult {
         } else {
             for cited in &page.results {
                 let hit = &cited.hit;
-                println!(
+                outln!(
                     "{}  {:.3}  {}  {}",
                     hit.document_id,
                     hit.score,
                     hit.classification_code.as_deref().unwrap_or("-"),
                     hit.filename
                 );
-                println!(
+                outln!(
                     "    {}",
                     hit.snippet.split_whitespace().collect::<Vec<_>>().join(" ")
                 );
                 if let Some(c) = &cited.transcript_citation {
-                    println!(
+                    outln!(
                         "    at {}-{} ({} match): {}",
                         shelf_app::documents::citations::clock(c.start_seconds),
                         shelf_app::documents::citations::clock(c.end_seconds),
@@ -131,7 +132,7 @@ pub async fn run(args: Args) -> CliResult {
                     );
                 }
             }
-            println!(
+            outln!(
                 "{} of {} result(s) (offset {}, limit {})",
                 page.results.len(),
                 page.total,
@@ -145,9 +146,9 @@ pub async fn run(args: Args) -> CliResult {
             print_json(&ids);
         } else {
             for id in &ids.document_ids {
-                println!("{id}");
+                outln!("{id}");
             }
-            eprintln!("{} of {} document(s)", ids.document_ids.len(), ids.total);
+            errln!("{} of {} document(s)", ids.document_ids.len(), ids.total);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -36,6 +36,10 @@ pub async fn run(args: Args) -> CliResult {
         .unwrap_or(settings.worker_concurrency)
         .max(1);
     let _lock = super::hold_data_dir(&settings)?;
+    // A damaged database is refused before anything is written into it (exit 4).
+    shelf_app::db::check_at_start(&settings)
+        .await
+        .map_err(|e| Failure::from_app(e, false))?;
     let shelf = Shelf::open(settings)
         .await
         .map_err(|e| Failure::from_app(e, false))?;

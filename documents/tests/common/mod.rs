@@ -71,19 +71,30 @@ impl Env {
 }
 
 pub async fn connect(path: &Path) -> DatabaseConnection {
+    connect_migrated(path, None).await
+}
+
+/// [`connect`], applying only the first `steps` migrations when given.
+pub async fn connect_migrated(path: &Path, steps: Option<u32>) -> DatabaseConnection {
     let mut options = ConnectOptions::new(format!("sqlite://{}?mode=rwc", path.display()));
     options.max_connections(4).sqlx_logging(false);
     let db = Database::connect(options).await.expect("connect");
-    Migrator::up(&db, None).await.expect("migrate");
+    Migrator::up(&db, steps).await.expect("migrate");
     db
 }
 
 /// A data directory with a migrated SQLite file in it.
 pub async fn env() -> Env {
+    env_migrated(None).await
+}
+
+/// [`env`] with only the first `steps` migrations applied when given (a database written by
+/// an older Shelf, to convert).
+pub async fn env_migrated(steps: Option<u32>) -> Env {
     let dir = tempfile::tempdir().expect("tempdir");
     let data_dir = dir.path().join("data");
     std::fs::create_dir_all(&data_dir).expect("data dir");
-    let db = connect(&data_dir.join("shelf.sqlite")).await;
+    let db = connect_migrated(&data_dir.join("shelf.sqlite"), steps).await;
     Env {
         store: DocumentStore::new(db, data_dir),
         dir,
@@ -93,6 +104,11 @@ pub async fn env() -> Env {
 /// A data directory and a fresh, migrated PostgreSQL database; `None` when the test cluster
 /// cannot be had (PostgreSQL not installed and not required).
 pub async fn pg_env() -> Option<Env> {
+    pg_env_migrated(None).await
+}
+
+/// [`pg_env`] with only the first `steps` migrations applied when given.
+pub async fn pg_env_migrated(steps: Option<u32>) -> Option<Env> {
     let Some(cluster) = pg_cluster::PgCluster::shared() else {
         eprintln!("skipped on PostgreSQL: no PostgreSQL binaries");
         return None;
@@ -101,7 +117,7 @@ pub async fn pg_env() -> Option<Env> {
     let mut options = ConnectOptions::new(url);
     options.max_connections(4).sqlx_logging(false);
     let db = Database::connect(options).await.expect("connect");
-    Migrator::up(&db, None).await.expect("migrate");
+    Migrator::up(&db, steps).await.expect("migrate");
     let dir = tempfile::tempdir().expect("tempdir");
     let data_dir = dir.path().join("data");
     std::fs::create_dir_all(&data_dir).expect("data dir");

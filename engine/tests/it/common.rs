@@ -222,6 +222,9 @@ pub struct StepOptions {
     /// Hand the engine a write to commit with the attempt's success: a part keyed
     /// `handed-<attempt>`, before any failure of this attempt.
     pub hand_write: bool,
+    /// Save a partial checkpoint keyed `saved-<attempt>` (`save_part`, committed at once, as a
+    /// chunk's), before any failure of this attempt.
+    pub save_part: bool,
 }
 
 /// A configurable test stage.
@@ -308,6 +311,10 @@ impl Step {
                     format!("handed-{}", ctx.attempt).into(),
                 ],
             ));
+        }
+        if options.save_part {
+            ctx.save_part(&format!("saved-{}", ctx.attempt), &json!({}))
+                .await?;
         }
         if options.fail_times > 0 {
             let key = format!("{}/{}", ctx.subject, ctx.stage);

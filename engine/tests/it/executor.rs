@@ -229,6 +229,51 @@ async fn writes_handed_over_commit_only_with_the_attempts_success(backend: Backe
     assert_eq!(keys, vec![("a".to_string(), "handed-2".to_string())]);
 }
 
+/// The partial checkpoints of a run, as (stage, key), in order.
+async fn parts(db: &sea_orm::DatabaseConnection, run_id: &str) -> Vec<(String, String)> {
+    db.query_all_sql(sea_orm::Statement::from_sql_and_values(
+        sea_orm::DbBackend::Sqlite,
+        "SELECT stage, key FROM run_stage_parts WHERE run_id = ? ORDER BY stage, key",
+        [run_id.into()],
+    ))
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| {
+        (
+            r.try_get("", "stage").unwrap(),
+            r.try_get("", "key").unwrap(),
+        )
+    })
+    .collect()
+}
+
+/// Partial checkpoints serve only to resume an unfinished stage: a stage that fails keeps them
+/// (a retry of the run copies them), and the transaction that records a stage's success drops
+/// them, while the writes the attempt handed over commit in it as before.
+async fn parts_go_with_the_stages_success_and_stay_while_it_is_unfinished(backend: Backend) {
+    let (_dir, db) = database(backend).await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step, with: { save_part: true } }\n  b: { uses: step, needs: [a], with: { save_part: true, hand_write: true, fail_times: 1, fatal: true } }\n",
+    );
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    let failed = run_to_end(&e, &run.id).await;
+    assert_eq!(failed.status, RunStatus::Failed);
+    let part = |stage: &str, key: &str| (stage.to_string(), key.to_string());
+    // a succeeded: its checkpoint went with the success; b failed: its checkpoint stays.
+    assert_eq!(parts(&db, &run.id).await, vec![part("b", "saved-1")]);
+
+    let retry = e.retry(&run.id).await.unwrap();
+    let done = run_to_end(&e, &retry.id).await;
+    assert_eq!(done.status, RunStatus::Succeeded);
+    // The retry's b succeeded: its checkpoints are gone, the write it handed over is there.
+    assert_eq!(parts(&db, &retry.id).await, vec![part("b", "handed-1")]);
+    assert_eq!(parts(&db, &run.id).await, vec![part("b", "saved-1")]);
+}
+
 async fn fatal_errors_are_not_retried(backend: Backend) {
     let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
@@ -585,6 +630,7 @@ on_both_backends!(
     retries_requeue_the_run_with_backoff_instead_of_sleeping,
     retries_exhausted_fail_the_run,
     writes_handed_over_commit_only_with_the_attempts_success,
+    parts_go_with_the_stages_success_and_stay_while_it_is_unfinished,
     fatal_errors_are_not_retried,
     per_stage_timeout_fails_the_attempt,
     canceling_a_queued_run_is_immediate_and_final,

@@ -291,7 +291,87 @@ async fn a_database_held_by_another_process_wastes_no_work() {
     assert!(stages.iter().all(|s| s.attempts == 1), "{stages:?}");
 }
 
+/// Hooks whose subjects are rows of a test table: a run's creation touches its subject's row
+/// first, so a subject that is gone gets no run.
+struct TableSubjects;
+
+impl shelf_engine::RunHooks for TableSubjects {
+    fn subject_guard(
+        &self,
+        _backend: sea_orm::DbBackend,
+        subject: &str,
+    ) -> Option<shelf_engine::SubjectGuard> {
+        Some(shelf_engine::SubjectGuard {
+            lock: Vec::new(),
+            touch: sea_orm::Statement::from_sql_and_values(
+                sea_orm::DbBackend::Sqlite,
+                "UPDATE guard_subjects SET touched = touched + 1 WHERE id = ?",
+                [subject.into()],
+            ),
+        })
+    }
+}
+
+async fn a_subject_its_guard_finds_gone_gets_no_run_and_no_retry(backend: Backend) {
+    use shelf_engine::sql::SqlExt;
+    let (_dir, db) = database(backend).await;
+    let probe = Arc::new(Probe::default());
+    let e = shelf_engine::Engine::new(
+        shelf_engine::RunStore::new(db.clone(), fast_config().lease),
+        crate::common::registry(&probe),
+        Arc::new(TableSubjects),
+        fast_config(),
+    );
+    let sql = |text: &str| sea_orm::Statement::from_string(sea_orm::DbBackend::Sqlite, text);
+    db.execute_sql(sql(
+        "CREATE TABLE guard_subjects (id TEXT PRIMARY KEY, touched INTEGER NOT NULL)",
+    ))
+    .await
+    .unwrap();
+    db.execute_sql(sql("INSERT INTO guard_subjects VALUES ('doc', 0)"))
+        .await
+        .unwrap();
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step, with: { fail_times: 1, fatal: true } }\n",
+    );
+    let run = e.submit("doc", &p, json!({})).await.unwrap();
+    let failed = e
+        .run_in_process(&run.id, "here", CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(failed.status, RunStatus::Failed);
+
+    // The subject goes (its runs stay: deleting them is the application's business).
+    db.execute_sql(sql("DELETE FROM guard_subjects"))
+        .await
+        .unwrap();
+    let submitted = e.submit("doc", &p, json!({})).await;
+    assert!(
+        matches!(&submitted, Err(shelf_engine::EngineError::SubjectNotFound(s)) if s == "doc"),
+        "{submitted:?}"
+    );
+    let retried = e.retry(&run.id).await;
+    assert!(
+        matches!(&retried, Err(shelf_engine::EngineError::SubjectNotFound(s)) if s == "doc"),
+        "{retried:?}"
+    );
+    let (runs, total) = e.store().list_runs(Some("doc"), 10, 0).await.unwrap();
+    assert_eq!(total, 1, "only the first run: {runs:?}");
+    let events = db
+        .query_one_sql(sql(
+            "SELECT COUNT(*) AS n FROM run_events WHERE run_id NOT IN (SELECT id FROM runs)",
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get::<i64>("", "n")
+        .unwrap();
+    assert_eq!(events, 0, "nothing of a refused run was written");
+}
+
 on_both_backends!(
+    a_subject_its_guard_finds_gone_gets_no_run_and_no_retry,
     a_dropped_executor_releases_its_claim,
     the_database_refuses_a_second_running_run_of_a_subject,
     retrying_a_failed_run_twice_creates_one_retry,

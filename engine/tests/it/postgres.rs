@@ -1,7 +1,8 @@
 //! The queue as several hosts use it on PostgreSQL: workers with pools of their own claiming
 //! from one database while two "APIs" submit and cancel, and idle workers woken by
 //! `LISTEN/NOTIFY` rather than by their (long) poll, also after their listening connection was
-//! killed; a cancel racing the end of its run under READ COMMITTED.
+//! killed; a cancel racing the end of its run under READ COMMITTED; run event writes notifying
+//! their run to the event streams of other hosts.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -353,4 +354,63 @@ async fn a_cancel_racing_the_end_of_its_run_sees_the_end() {
 /// A statement written as every engine statement is (SQLite placeholders), bound to one run id.
 fn statement_on_run(sql: &str, id: &str) -> Statement {
     Statement::from_sql_and_values(DbBackend::Sqlite, sql, [id.into()])
+}
+
+/// Every transaction that appends run events tells other processes which run it was, and the
+/// relay of an API process turns that into its followers' wake-up: an event stream on one host
+/// follows a run a worker on another host writes without polling for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_event_writes_notify_their_run_id_and_the_relay_wakes_its_followers() {
+    use sea_orm::sqlx::postgres::PgListener;
+    use shelf_engine::event_signal::{self, Follower};
+    if !postgres_available() {
+        return;
+    }
+    let (test_db, db) = database(Backend::Postgres).await;
+    let probe = Arc::new(Probe::default());
+    // Another host's pool: its notifications reach this one only through PostgreSQL.
+    let writer_db = connect(&test_db).await;
+    let mut listener = PgListener::connect_with(db.get_postgres_connection_pool())
+        .await
+        .expect("listener");
+    listener
+        .listen(event_signal::CHANNEL)
+        .await
+        .expect("listen");
+    let api = engine(&writer_db, &probe, fast_config());
+    let p = compile(&api, "version: 1\nstages:\n  a: { uses: step }\n");
+    let run = api.submit("notified", &p, json!({})).await.unwrap();
+    async fn next(listener: &mut PgListener) -> String {
+        tokio::time::timeout(Duration::from_secs(10), listener.recv())
+            .await
+            .expect("a notification within 10 s")
+            .expect("notification")
+            .payload()
+            .to_string()
+    }
+    assert_eq!(
+        next(&mut listener).await,
+        run.id,
+        "the new run's first event"
+    );
+    api.cancel(&run.id).await.unwrap();
+    assert_eq!(next(&mut listener).await, run.id, "the cancel's event");
+
+    // The relay: a follower subscribed before it connects is woken once it listens (what was
+    // written meanwhile is unknown), then by a notification of its run sent from elsewhere.
+    let shutdown = CancellationToken::new();
+    let mut follower = Follower::new("run_relayed");
+    let relay = tokio::spawn(event_signal::relay(db.clone(), LONG_POLL, shutdown.clone()));
+    tokio::time::timeout(Duration::from_secs(10), follower.changed())
+        .await
+        .expect("woken when the relay listens");
+    writer_db
+        .execute_unprepared("SELECT pg_notify('shelf_run_events', 'run_relayed')")
+        .await
+        .expect("notify");
+    tokio::time::timeout(Duration::from_secs(10), follower.changed())
+        .await
+        .expect("woken by the notification");
+    shutdown.cancel();
+    relay.await.unwrap();
 }

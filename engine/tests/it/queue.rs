@@ -290,7 +290,95 @@ async fn queue_counts_tell_queued_due_running_and_expired_runs_apart(backend: Ba
     );
 }
 
+/// A claim gate the test opens and closes, counting how often the worker asked.
+#[derive(Default)]
+struct TestGate {
+    closed: std::sync::atomic::AtomicBool,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl shelf_engine::ClaimGate for TestGate {
+    fn may_claim(&self) -> Result<(), String> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        if self.closed.load(Ordering::SeqCst) {
+            Err("closed by the test".into())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// While the application's gate says no, a worker claims nothing (a queued run stays queued)
+/// but the run it already executes goes on to its end; once the gate opens again the worker
+/// resumes by itself.
+async fn a_closed_claim_gate_pauses_claims_and_lets_runs_in_flight_finish(backend: Backend) {
+    let (dir, db) = database(backend).await;
+    let probe = Arc::new(Probe::default());
+    let submitter = engine(&db, &probe, fast_config());
+    let held = compile(
+        &submitter,
+        "version: 1\nstages:\n  a: { uses: step, with: { gate: hold } }\n",
+    );
+    let quick = compile(&submitter, "version: 1\nstages:\n  a: { uses: step }\n");
+    let first = submitter.submit("s1", &held, json!({})).await.unwrap().id;
+
+    let gate = Arc::new(TestGate::default());
+    let pool = connect(&dir).await;
+    let worker_engine = engine(&pool, &probe, fast_config());
+    let mut config = shelf_engine::WorkerConfig::new(2);
+    config.poll_interval = Duration::from_millis(10);
+    let shutdown = CancellationToken::new();
+    let worker = {
+        let (gate, stop) = (gate.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            shelf_engine::Worker::new(worker_engine, config)
+                .with_gate(gate)
+                .run(stop)
+                .await
+        })
+    };
+    crate::common::started(&probe, &first, "a", 1).await;
+
+    gate.closed.store(true, Ordering::SeqCst);
+    let second = submitter.submit("s2", &quick, json!({})).await.unwrap().id;
+    // Asked twice after closing: the worker went round its loop with a free slot and a due
+    // run, and a claim only ever follows an open answer.
+    let asked = gate.asked.load(Ordering::SeqCst);
+    crate::common::eventually("the worker asks the closed gate", || async {
+        gate.asked.load(Ordering::SeqCst) >= asked + 2
+    })
+    .await;
+    let status = |id: String| {
+        let store = submitter.store().clone();
+        async move { store.get_run(&id).await.unwrap().expect("run").status }
+    };
+    assert_eq!(status(second.clone()).await, RunStatus::Queued);
+
+    // The run in flight is not stopped by the gate.
+    probe.open("hold");
+    crate::common::eventually("the run in flight ends", || async {
+        status(first.clone()).await == RunStatus::Succeeded
+    })
+    .await;
+    let asked = gate.asked.load(Ordering::SeqCst);
+    crate::common::eventually("the worker asks again", || async {
+        gate.asked.load(Ordering::SeqCst) >= asked + 2
+    })
+    .await;
+    assert_eq!(status(second.clone()).await, RunStatus::Queued);
+    assert_eq!(probe.starts_of(&second, "a"), 0);
+
+    gate.closed.store(false, Ordering::SeqCst);
+    crate::common::eventually("claiming resumes by itself", || async {
+        status(second.clone()).await == RunStatus::Succeeded
+    })
+    .await;
+    shutdown.cancel();
+    worker.await.unwrap();
+}
+
 on_both_backends!(
+    a_closed_claim_gate_pauses_claims_and_lets_runs_in_flight_finish,
     queue_counts_tell_queued_due_running_and_expired_runs_apart,
     an_expired_lease_is_reclaimed_and_the_stale_worker_is_fenced_off,
     heartbeats_keep_a_long_stage_from_being_reclaimed,

@@ -15,7 +15,7 @@ use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiPath, ApiQuery, OptionalJson, page_limit, page_offset, request_too_large};
 use crate::model::{
     BatchItemOut, BatchOut, BatchUploadForm, ContentPageOut, DeletedOut, DocumentExportOut,
-    DocumentList, DocumentOut, PageListingOut, Reprocess, RunOut, UploadForm,
+    DocumentList, DocumentOut, ExportFormatIn, PageListingOut, Reprocess, RunOut, UploadForm,
 };
 use crate::routes::runs::start_run;
 use crate::state::AppState;
@@ -63,6 +63,7 @@ async fn skip(mut field: Field<'_>) -> Result<(), ApiError> {
         (status = 400, description = "`unsupported_file_type` (an extension Shelf does not read, none, or binary bytes in a text file), `archive_not_supported`, `empty_file` (0 bytes), `invalid_import_path`, `ingest_failed`, `bad_request` (malformed multipart)", body = ErrorBody),
         (status = 422, description = "`validation_error`: no `file` part, two `file` parts, or not a multipart body", body = ErrorBody),
         (status = 413, description = "`upload_too_large` or `request_too_large`", body = ErrorBody),
+        (status = 507, description = "`insufficient_storage`: free disk space is below `SHELF_MIN_FREE_BYTES` (nothing was read or stored), or a write met a full disk", body = ErrorBody),
     )
 )]
 pub async fn upload(
@@ -136,6 +137,7 @@ pub async fn upload(
         (status = 200, description = "One entry per `files` part, in order; `error.code` is `unsupported_file_type`, `archive_not_supported`, `empty_file`, `upload_too_large`, `invalid_import_path` or `ingest_failed` (detail `Document ingest failed`)", body = BatchOut),
         (status = 400, description = "`bad_request` (malformed multipart)", body = ErrorBody),
         (status = 413, description = "`batch_too_large` (nothing kept) or `request_too_large`", body = ErrorBody),
+        (status = 507, description = "`insufficient_storage`: free disk space is below `SHELF_MIN_FREE_BYTES` (nothing was read or stored), or a write met a full disk", body = ErrorBody),
         (status = 422, description = "`validation_error`: no `files` part, or not a multipart body", body = ErrorBody),
     )
 )]
@@ -418,10 +420,11 @@ pub async fn pages(
 pub struct ExportQuery {
     /// `json`, `txt` or `md`. Checked before the document is looked up: anything else, or
     /// none, is `bad_request`.
-    #[param(value_type = String, example = "md")]
+    #[param(value_type = ExportFormatIn, required = true, example = "md")]
     pub format: Option<String>,
     /// A passage to find in the document's transcript (SRT, WebVTT, SBV sources). When found,
     /// JSON and Markdown exports carry `transcript_citation`; at most 4,096 characters.
+    #[param(max_length = 4096)]
     pub citation_quote: Option<String>,
 }
 

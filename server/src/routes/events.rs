@@ -1,13 +1,20 @@
 //! Run events: pages (`/events`, `/events/records`) and server-sent event streams that follow
 //! a run to its end (`/events/stream`, `/events/records/stream`). Streams resume after
 //! `Last-Event-ID`, send heartbeat comments while idle, end with `event: done` once the run is
-//! terminal, and end early (without `done`) when the server shuts down.
+//! terminal, and end early (without `done`) when the server shuts down or after
+//! `SHELF_API_STREAM_MAX_SECONDS` (then with a `retry:` hint: the client reconnects with
+//! `Last-Event-ID` and misses nothing). A client holds at most
+//! `SHELF_API_MAX_STREAMS_PER_CLIENT` streams; its slot is given back when its stream's
+//! response is dropped, whether the stream ended or the client went away. A stream reads the
+//! database when the run's events change (`shelf_engine::event_signal`), and otherwise only on
+//! a slow fallback timer.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -16,15 +23,22 @@ use serde::Deserialize;
 use serde_json::json;
 use shelf_app::AppError;
 use shelf_app::engine::EventRecord;
+use shelf_app::engine::event_signal::Follower;
+use tokio::time::Instant;
 use utoipa::IntoParams;
 
-use crate::error::{ApiError, ErrorBody};
+use crate::auth::Identity;
+use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiPath, ApiQuery, MAX_OFFSET, page_limit, page_offset};
 use crate::model::{EventLines, EventRecordOut, EventRecords, SseEvent, event_line};
+use crate::rate_limit::StreamSlot;
 use crate::state::AppState;
 
 /// Events read per database round trip while streaming.
 const STREAM_PAGE: u64 = 500;
+
+/// The reconnection delay a stream that reached its lifetime asks of the client.
+const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -102,14 +116,16 @@ pub async fn records(
     responses(
         (status = 200, description = "Event stream", content_type = "text/event-stream", body = SseEvent),
         (status = 404, body = ErrorBody),
+        (status = 429, description = TOO_MANY, body = ErrorBody),
     )
 )]
 pub async fn stream_lines(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
+    identity: Option<Extension<Identity>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    stream(state, id, &headers, Format::Lines).await
+    stream(state, id, identity, &headers, Format::Lines).await
 }
 
 /// Follow run events as records
@@ -125,15 +141,21 @@ pub async fn stream_lines(
     responses(
         (status = 200, description = "Event stream", content_type = "text/event-stream", body = SseEvent),
         (status = 404, body = ErrorBody),
+        (status = 429, description = TOO_MANY, body = ErrorBody),
     )
 )]
 pub async fn stream_records(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
+    identity: Option<Extension<Identity>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    stream(state, id, &headers, Format::Records).await
+    stream(state, id, identity, &headers, Format::Records).await
 }
+
+/// The 429 of the stream routes.
+const TOO_MANY: &str = "`too_many_streams`: the client holds `SHELF_API_MAX_STREAMS_PER_CLIENT` \
+     open streams; or `rate_limited`: the identity's window is used up (both with `Retry-After`)";
 
 #[derive(Debug, Clone, Copy)]
 enum Format {
@@ -165,12 +187,30 @@ fn last_event_id(headers: &HeaderMap) -> Result<i64, ApiError> {
 async fn stream(
     state: AppState,
     run_id: String,
+    identity: Option<Extension<Identity>>,
     headers: &HeaderMap,
     format: Format,
 ) -> Result<Response, ApiError> {
     let after = last_event_id(headers)?;
+    // The auth middleware names every request it lets through; only a router called without
+    // it (none is) would leave a stream unnamed.
+    let identity = identity.map_or_else(|| "ip:unknown".to_string(), |Extension(i)| i.0);
+    let slot = state.streams.acquire(&identity).map_err(|retry_after| {
+        ApiError::new(
+            ErrorCode::TooManyStreams,
+            format!(
+                "This client already holds {} open event streams; close one or retry later",
+                state.shelf.settings.api_max_streams_per_client
+            ),
+        )
+        .retry_after(retry_after)
+    })?;
+    // Subscribed before the first read: events committed after it wake the stream.
+    let follower = Follower::new(&run_id);
     state.shelf.run(&run_id).await?;
     let heartbeat = state.options.sse_heartbeat;
+    let deadline =
+        Instant::now() + Duration::from_secs(state.shelf.settings.api_stream_max_seconds);
     let follow = Follow {
         state,
         run_id,
@@ -179,6 +219,9 @@ async fn stream(
         terminal: None,
         finished: false,
         format,
+        follower,
+        deadline,
+        _slot: slot,
     };
     let sse = Sse::new(follow.into_stream())
         .keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat"));
@@ -201,6 +244,12 @@ struct Follow {
     terminal: Option<String>,
     finished: bool,
     format: Format,
+    /// Wakes the stream when the run's events change.
+    follower: Follower,
+    /// When the stream ends by itself (`SHELF_API_STREAM_MAX_SECONDS`).
+    deadline: Instant,
+    /// The stream's place under the client's cap, given back when the response is dropped.
+    _slot: StreamSlot,
 }
 
 impl Follow {
@@ -230,10 +279,21 @@ impl Follow {
             .data(json!({"detail": "Internal server error", "code": "server_error"}).to_string())
     }
 
+    /// The last event of a stream that reached its lifetime: the reconnection delay, and why.
+    fn expired(&mut self) -> Event {
+        self.finished = true;
+        Event::default()
+            .retry(RECONNECT_AFTER)
+            .comment("stream lifetime reached; reconnect with Last-Event-ID")
+    }
+
     async fn next(&mut self) -> Option<Event> {
         loop {
             if self.finished {
                 return None;
+            }
+            if Instant::now() >= self.deadline {
+                return Some(self.expired());
             }
             if let Some(record) = self.pending.pop_front() {
                 self.after = record.sequence;
@@ -274,8 +334,10 @@ impl Follow {
                 Err(e) => return Some(self.failed(e)),
             }
             tokio::select! {
-                _ = tokio::time::sleep(self.state.options.sse_poll) => {}
-                _ = self.state.shutdown.cancelled() => return None,
+                () = self.follower.changed() => {}
+                () = tokio::time::sleep(self.state.options.sse_poll) => {}
+                () = tokio::time::sleep_until(self.deadline) => return Some(self.expired()),
+                () = self.state.shutdown.cancelled() => return None,
             }
         }
     }

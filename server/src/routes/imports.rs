@@ -41,13 +41,17 @@ impl From<ImportError> for ApiError {
 pub struct ImportIn {
     /// A file or a directory under `SHELF_API_IMPORT_ROOT` (relative paths are taken from the
     /// root). The name is kept for compatibility: a single file is fine.
+    #[schema(min_length = 1)]
     pub source_dir: String,
-    /// `md` (default) or `txt`.
+    /// `md` (default) or `txt` (`markdown` and `text` are read as the same).
+    #[schema(value_type = Option<ImportFormatIn>)]
     pub format: Option<String>,
     /// `workspace` (default: `<data_dir>/converted`), `new-directory`, `original` (beside
     /// each source) or `subdirectory` (`shelf-converted/` beside the sources).
+    #[schema(value_type = Option<OutputModeIn>)]
     pub output_mode: Option<String>,
     /// Required with `new-directory`, refused otherwise; under the root.
+    #[schema(min_length = 1)]
     pub output_dir: Option<String>,
     /// Descend into subdirectories (default false).
     pub recursive: Option<bool>,
@@ -56,12 +60,65 @@ pub struct ImportIn {
     /// `process` (default: runs here, the response waits; a client that disconnects does not
     /// stop it), `queue` (for a worker: `shelf worker` or `shelf api --workers N`) or
     /// `none` (ingest and convert only).
+    #[schema(value_type = Option<ImportProcessingModeIn>)]
     pub processing_mode: Option<String>,
     /// JSON file under the root where the report is written after every file. An existing
-    /// file must be an import report.
+    /// file must be an import report. Required with `resume: true`.
+    #[schema(min_length = 1)]
     pub manifest_path: Option<String>,
     /// Take over the manifest's converted records and do only the rest (default false).
     pub resume: Option<bool>,
+}
+
+/// The output formats of an import (schema only; `shelf_app::imports` parses them).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum ImportFormatIn {
+    Md,
+    Markdown,
+    Txt,
+    Text,
+}
+
+/// Where an import writes its outputs (schema only).
+#[derive(ToSchema)]
+#[schema(rename_all = "kebab-case")]
+#[allow(dead_code)]
+pub enum OutputModeIn {
+    Workspace,
+    NewDirectory,
+    Original,
+    Subdirectory,
+}
+
+/// What an import does with each document after ingesting it (schema only).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum ImportProcessingModeIn {
+    Process,
+    Queue,
+    #[schema(rename = "none")]
+    Nothing,
+}
+
+/// The rules of `ImportIn` that tie two fields together, in JSON Schema (`if`/`then`/`else`):
+/// `resume: true` needs a `manifest_path`; `output_dir` is required with `output_mode:
+/// new-directory` and refused (absent or `null`) with any other mode. utoipa has no type for
+/// these keywords, so [`crate::openapi`] adds them to the schema as it is served.
+pub fn import_in_conditions() -> serde_json::Value {
+    serde_json::json!([
+        {
+            "if": {"properties": {"resume": {"const": true}}, "required": ["resume"]},
+            "then": {"required": ["manifest_path"], "properties": {"manifest_path": {"type": "string"}}}
+        },
+        {
+            "if": {"properties": {"output_mode": {"const": "new-directory"}}, "required": ["output_mode"]},
+            "then": {"required": ["output_dir"], "properties": {"output_dir": {"type": "string"}}},
+            "else": {"properties": {"output_dir": {"type": "null"}}}
+        }
+    ])
 }
 
 impl From<ImportIn> for ImportRequest {
@@ -98,6 +155,7 @@ impl From<ImportIn> for ImportRequest {
         (status = 200, description = "The import report", body = ImportReportOut),
         (status = 400, description = "`invalid_import_path` (no import root configured, outside the root, `..`, a symlink or a symlinked parent, missing), `invalid_manifest_path` (same rules, or an existing file that is not an import report: it is left untouched), `invalid_output_dir`", body = ErrorBody),
         (status = 413, description = "`import_too_large` (file or byte cap), `import_manifest_too_large`", body = ErrorBody),
+        (status = 507, description = "`insufficient_storage`: free disk space is below `SHELF_MIN_FREE_BYTES` (nothing was read or stored), or a write met a full disk", body = ErrorBody),
         (status = 422, description = "`validation_error`: an unknown `format`, `output_mode` or `processing_mode`, `output_dir` missing for `new-directory` or given for another mode, `resume` without `manifest_path`", body = ErrorBody),
     )
 )]
@@ -128,6 +186,7 @@ pub async fn create(
 #[into_params(parameter_in = Query)]
 pub struct StatusQuery {
     /// The import's manifest, under the import root.
+    #[param(min_length = 1)]
     pub manifest_path: String,
     /// Default 500, at most 1000.
     #[param(minimum = 1, maximum = 1000)]
@@ -171,6 +230,7 @@ pub async fn status(
 #[into_params(parameter_in = Query)]
 pub struct PageManifestQuery {
     /// The import's manifest, under the import root.
+    #[param(min_length = 1)]
     pub manifest_path: String,
     /// Only failed pages and pages with an error or warnings, and the files that have any
     /// (default false).

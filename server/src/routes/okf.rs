@@ -125,10 +125,12 @@ pub async fn concept(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct BundleQuery {
-    /// Only Dewey codes starting with this (`636` matches `636` and `636.1`); digits and `.`.
-    #[param(max_length = 32)]
+    /// Only Dewey codes starting with this (`636` matches `636` and `636.1`); digits and `.`,
+    /// empty for no filter.
+    #[param(max_length = 32, pattern = r"^[0-9.]*$")]
     pub classification_prefix: Option<String>,
-    /// Only documents with this tag (ASCII case-insensitive).
+    /// Only documents with this tag (ASCII case-insensitive; surrounding spaces are ignored,
+    /// empty for no filter).
     #[param(max_length = 200)]
     pub tag: Option<String>,
     /// Most concepts (default 100, at most 1000); skipped documents are bounded the same way.
@@ -162,8 +164,8 @@ pub async fn bundle(
     ApiQuery(q): ApiQuery<BundleQuery>,
 ) -> Result<Json<OkfBundleOut>, ApiError> {
     let limit = page_limit("limit", q.limit, DEFAULT_BUNDLE_LIMIT, MAX_BUNDLE_LIMIT)?;
-    let classification_prefix = present(q.classification_prefix);
-    if let Some(prefix) = &classification_prefix
+    // Checked as sent, as the schema states it (a prefix has no spaces to trim).
+    if let Some(prefix) = &q.classification_prefix
         && (prefix.chars().count() > MAX_PREFIX_CHARS
             || !prefix.chars().all(|c| c.is_ascii_digit() || c == '.'))
     {
@@ -175,8 +177,9 @@ pub async fn bundle(
             "value_error",
         ));
     }
-    let tag = present(q.tag);
-    if tag
+    let classification_prefix = present(q.classification_prefix);
+    // The length as sent, as the schema's `maxLength` counts it; the spaces around go after.
+    if q.tag
         .as_ref()
         .is_some_and(|t| t.chars().count() > MAX_TAG_CHARS)
     {
@@ -186,6 +189,7 @@ pub async fn bundle(
             "string_too_long",
         ));
     }
+    let tag = present(q.tag);
     let bundle = state
         .shelf
         .okf_bundle(OkfFilter {

@@ -32,7 +32,13 @@ pub async fn start_run(
     if mode == RunProcessingMode::Process {
         process_in_background(state, run.id.clone());
     }
-    Ok(state.shelf.run_view(&run.id).await?.into())
+    match state.shelf.run_view(&run.id).await {
+        Ok(view) => Ok(view.into()),
+        // The run was created, then its document deleted (which removes its runs) before it
+        // was read back: it did exist, so the answer is still the new run, as created.
+        Err(shelf_app::AppError::NotFound(_)) => Ok(shelf_app::RunView::summary(&run).into()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn process_in_background(state: &AppState, run_id: String) {
@@ -61,7 +67,7 @@ fn process_in_background(state: &AppState, run_id: String) {
     request_body = CreateRun,
     responses(
         (status = 201, body = RunOut),
-        (status = 404, description = "Unknown document", body = ErrorBody),
+        (status = 404, description = "Unknown document, also one deleted while the run was being created (nothing is written)", body = ErrorBody),
         (status = 400, description = "`pipeline_not_found` (a well-formed name without a pipeline file), `invalid_pipeline`", body = ErrorBody),
         (status = 503, description = "`run_submission_failed`", body = ErrorBody),
     )

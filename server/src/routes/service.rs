@@ -1,10 +1,13 @@
-//! Service routes: `/health`, `/ready`, `/version` (open), `/classifications`, `/config`
-//! (write scope) and `/openapi.json`.
+//! Service routes: `/health`, `/ready`, `/version` (open; `/ready` under the rate limit),
+//! `/classifications`, `/config` (write scope) and `/openapi.json`.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Request, State};
+use shelf_app::audit::{DenialEvent, DenialReason};
 
-use crate::error::{ApiError, ErrorBody};
+use crate::auth::presented_credential;
+use crate::client_ip::{client_ip, client_key};
+use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::model::{Classifications, ConfigOut, Health, Ready, Version};
 use crate::state::AppState;
 
@@ -20,13 +23,22 @@ pub async fn health() -> Json<Health> {
 
 /// Readiness
 ///
-/// Verifies the data directory is writable, the database passes `PRAGMA quick_check`, and its
-/// migrations are exactly this binary's. 503 `service_unavailable` otherwise, with the reason.
+/// Verifies that the data directory and `uploads/` take a durable write, that every volume
+/// Shelf writes to keeps `SHELF_MIN_FREE_BYTES`, that the database opens on a fresh
+/// connection and passed its last `PRAGMA quick_check` (run at most every
+/// `SHELF_READY_FULL_CHECK_SECONDS`), and that its migrations are exactly this binary's. 503
+/// `service_unavailable` otherwise, with the reason. Counted against
+/// `SHELF_API_RATE_LIMIT_PER_MINUTE` per client, apart from the client's other requests.
 #[utoipa::path(
     get, path = "/ready", operation_id = "ready", tag = "service",
-    responses((status = 200, body = Ready), (status = 503, body = ErrorBody))
+    responses(
+        (status = 200, body = Ready),
+        (status = 429, description = "`rate_limited` (with `Retry-After`)", body = ErrorBody),
+        (status = 503, body = ErrorBody),
+    )
 )]
-pub async fn ready(State(state): State<AppState>) -> Result<Json<Ready>, ApiError> {
+pub async fn ready(State(state): State<AppState>, req: Request) -> Result<Json<Ready>, ApiError> {
+    limit_probes(&state, &req)?;
     let ready = state.shelf.readiness().await?;
     Ok(Json(Ready {
         status: "ready".into(),
@@ -34,6 +46,41 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<Ready>, ApiErro
         storage: "ok".into(),
         applied_migrations: ready.applied_migrations,
     }))
+}
+
+/// `/ready` needs no key (a load balancer probes it), yet each call opens the database and
+/// fsyncs two probe files, so it is not free: it counts against the rate limit per client, under
+/// an identity of its own (`ready:<client>`), so that probes neither use up the window of the
+/// client's other requests nor ride on it.
+fn limit_probes(state: &AppState, req: &Request) -> Result<(), ApiError> {
+    if !state.limiter.enabled() {
+        return Ok(());
+    }
+    let settings = &state.shelf.settings;
+    let client = client_ip(req, &settings.api_trusted_proxy_cidrs);
+    let key = client.map_or_else(
+        || "unknown".to_string(),
+        |ip| client_key(ip, settings.api_client_ipv6_prefix),
+    );
+    if let crate::rate_limit::Verdict::Limited { retry_after } =
+        state.limiter.check(&format!("ready:{key}"))
+    {
+        state.audit.deny(DenialEvent {
+            method: req.method().as_str().to_string(),
+            path: "/ready".to_string(),
+            client_host: client.map(|ip| ip.to_string()),
+            client_key: key,
+            credential_present: presented_credential(req.headers()).is_some(),
+            scope: None,
+            reason: DenialReason::RateLimited,
+            retry_after_seconds: Some(retry_after),
+        });
+        return Err(
+            ApiError::new(ErrorCode::RateLimited, "Rate limit exceeded; retry later")
+                .retry_after(retry_after),
+        );
+    }
+    Ok(())
 }
 
 /// The commit the binary was built from, set by build.rs.

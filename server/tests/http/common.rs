@@ -88,6 +88,7 @@ impl TestApp {
             ServerOptions {
                 sse_poll: Duration::from_millis(20),
                 sse_heartbeat: Duration::from_millis(150),
+                ..ServerOptions::default()
             },
         );
         let router = shelf_server::router(state.clone());
@@ -194,11 +195,15 @@ impl TestApp {
         }
     }
 
-    /// Polls until `api_audit_events` holds at least `n` rows.
-    pub async fn wait_audit(&self, n: i64) {
+    /// Polls until `api_audit_events` holds at least `n` denials (rows aggregate them).
+    pub async fn wait_audit(&self, n: u64) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while self.count("api_audit_events").await < n {
-            assert!(Instant::now() < deadline, "audit rows never reached {n}");
+        loop {
+            let page = self.shelf().audit_events(1, 0).await.expect("audit");
+            if page.denials >= n {
+                return;
+            }
+            assert!(Instant::now() < deadline, "audit denials never reached {n}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

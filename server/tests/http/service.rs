@@ -19,7 +19,12 @@ async fn health_version_and_classifications() {
     let version = app.get("/version").await.json();
     assert_eq!(version["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(version["okf_version"], "0.1");
-    assert_eq!(version["schema_version"], "m20261125_000001_run_lifecycle");
+    assert_eq!(
+        Some(version["schema_version"].clone()),
+        shelf_migrations::known_migrations()
+            .last()
+            .map(|m| serde_json::json!(m))
+    );
     assert!(version["git_sha"].as_str().is_some_and(|s| !s.is_empty()));
 
     let classes = app.get("/classifications").await.json();
@@ -49,13 +54,7 @@ async fn ready_checks_storage_database_and_migrations() {
     assert_eq!(body["storage"], "ok");
     assert_eq!(
         body["applied_migrations"],
-        serde_json::json!([
-            "m20261121_000001_init",
-            "m20261122_000001_extractions",
-            "m20261123_000001_pages",
-            "m20261124_000001_trace",
-            "m20261125_000001_run_lifecycle"
-        ])
+        serde_json::json!(shelf_migrations::known_migrations())
     );
 
     app.sql(
@@ -95,6 +94,80 @@ async fn ready_fails_when_the_data_directory_is_gone() {
         .assert_error(503, "service_unavailable");
     assert_eq!(body["detail"], "data directory is not writable");
     let _ = std::fs::remove_file("/tmp/shelf-ready-test-never-used.sqlite");
+}
+
+/// `/ready` checks the database on a connection of its own: with the pool's only connection
+/// held (a long transaction, a burst of requests), it still answers at once. Before, its
+/// `quick_check` waited for a pooled connection, and a burst of probes held the whole pool.
+#[tokio::test]
+async fn ready_does_not_need_a_pooled_connection() {
+    let app = TestApp::with([("SHELF_DATABASE_MAX_CONNECTIONS", "1")]).await;
+    let held = sea_orm::TransactionTrait::begin(&app.shelf().db)
+        .await
+        .expect("hold the pool's connection");
+    let probes = (0..8).map(|_| app.get("/ready"));
+    for ready in futures::future::join_all(probes).await {
+        assert_eq!(ready.status, 200, "{}", ready.text());
+    }
+    held.rollback().await.expect("release");
+}
+
+/// Below `SHELF_MIN_FREE_BYTES` (here an impossible floor, so the test needs no full disk):
+/// `/ready` says why with 503, and uploads and batches are refused with 507
+/// `insufficient_storage` before anything is stored. 0 turns the floor off.
+#[tokio::test]
+async fn below_the_free_space_floor_ready_fails_and_uploads_are_refused() {
+    let app = TestApp::with([("SHELF_MIN_FREE_BYTES", u64::MAX.to_string())]).await;
+    let ready = app
+        .get("/ready")
+        .await
+        .assert_error(503, "service_unavailable");
+    assert_eq!(ready["detail"], shelf_app::readiness::LOW_SPACE);
+    let refused = app
+        .upload("horse.txt", b"horses\n")
+        .await
+        .assert_error(507, "insufficient_storage");
+    let detail = refused["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("SHELF_MIN_FREE_BYTES"), "{detail}");
+    assert!(
+        !detail.contains(&app.data_dir().display().to_string()),
+        "{detail}"
+    );
+    let batch = Call::new(Method::POST, "/documents/batch").raw(
+        &format!("multipart/form-data; boundary={BOUNDARY}"),
+        multipart_body(&[("files", Some("a.txt"), b"a\n")]),
+    );
+    app.call(batch)
+        .await
+        .assert_error(507, "insufficient_storage");
+    assert_eq!(app.count("documents").await, 0);
+    let metrics = app.shelf().metrics.json();
+    assert_eq!(
+        metrics["metrics"]["shelf_storage_refusals_total"]["samples"][0]["value"],
+        2.0
+    );
+
+    let off = TestApp::with([("SHELF_MIN_FREE_BYTES", "0")]).await;
+    assert_eq!(off.get("/ready").await.status, 200);
+    off.upload_ok("horse.txt", b"horses\n").await;
+}
+
+/// `/ready` needs no key but counts against `SHELF_API_RATE_LIMIT_PER_MINUTE`, per client and
+/// apart from the client's other requests: probes neither use up its window nor ride on it.
+#[tokio::test]
+async fn ready_is_rate_limited_apart_from_other_requests() {
+    let app = TestApp::with([("SHELF_API_RATE_LIMIT_PER_MINUTE", "2")]).await;
+    assert_eq!(app.get("/ready").await.status, 200);
+    assert_eq!(app.get("/ready").await.status, 200);
+    let limited = app.get("/ready").await;
+    assert!(limited.header("retry-after").is_some());
+    limited.assert_error(429, "rate_limited");
+    // Another client still gets its probes, and this client its other requests.
+    let other = app
+        .call(Call::new(Method::GET, "/ready").peer("127.0.0.2:40000"))
+        .await;
+    assert_eq!(other.status, 200, "{}", other.text());
+    assert_eq!(app.get("/documents").await.status, 200);
 }
 
 #[tokio::test]

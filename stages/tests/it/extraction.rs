@@ -102,6 +102,88 @@ async fn the_cache_is_reused_on_reprocess_and_missed_for_a_new_extractor_version
     assert!(left.is_empty(), "the cache kept a deleted document's text");
 }
 
+/// The cache row of a file, as (text_id, the Markdown it holds itself).
+async fn cache_row(s: &Setup, sha256: &str) -> (Option<String>, String) {
+    let row = s
+        .documents
+        .db
+        .query_one_sql(sea_orm::Statement::from_sql_and_values(
+            sea_orm::DbBackend::Sqlite,
+            "SELECT text_id, json_extract(result, '$.markdown') AS markdown \
+             FROM extraction_cache WHERE sha256 = ?",
+            [sha256.into()],
+        ))
+        .await
+        .unwrap()
+        .expect("a cache row");
+    (
+        row.try_get("", "text_id").unwrap(),
+        row.try_get("", "markdown").unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn the_cache_names_the_runs_raw_text_instead_of_copying_it() {
+    let s = setup(Arc::new(MockProvider::default()), 12_000, 2).await;
+    let file = corpus("office/docx/sources/lorem_ipsum.docx");
+    let first = run_default(&s, &file).await;
+    let sha256 = s.documents.get(&first.subject).await.unwrap().sha256;
+    let first_text = extract_output(&s, &first).await["raw_text_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        cache_row(&s, &sha256).await,
+        (Some(first_text.clone()), String::new()),
+        "the row names the raw text and keeps no Markdown of its own"
+    );
+    // A hit names the newest run's text: the older run can go without costing the cache.
+    let second = run_default(&s, &file).await;
+    assert_eq!(extract_output(&s, &second).await["from_cache"], true);
+    assert_eq!(raw_text(&s, &first).await, raw_text(&s, &second).await);
+    let second_text = extract_output(&s, &second).await["raw_text_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        cache_row(&s, &sha256).await,
+        (Some(second_text), String::new())
+    );
+    let delete_texts_of = |runs: Vec<String>| {
+        let db = s.documents.db.clone();
+        async move {
+            for run in runs {
+                db.execute_sql(sea_orm::Statement::from_sql_and_values(
+                    sea_orm::DbBackend::Sqlite,
+                    "DELETE FROM document_texts WHERE run_id = ?",
+                    [run.into()],
+                ))
+                .await
+                .unwrap();
+            }
+        }
+    };
+    delete_texts_of(vec![first.id.clone()]).await;
+    let third = run_default(&s, &file).await;
+    assert_eq!(extract_output(&s, &third).await["from_cache"], true);
+
+    // The named text gone (its run pruned): a miss, extracted again, and the row then names
+    // the new run's text.
+    delete_texts_of(vec![second.id.clone(), third.id.clone()]).await;
+    let fourth = run_default(&s, &file).await;
+    assert_eq!(fourth.status, RunStatus::Succeeded, "{:?}", fourth.error);
+    assert_eq!(extract_output(&s, &fourth).await["from_cache"], false);
+    let fourth_text = extract_output(&s, &fourth).await["raw_text_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!raw_text(&s, &fourth).await.is_empty());
+    assert_eq!(
+        cache_row(&s, &sha256).await,
+        (Some(fourth_text), String::new())
+    );
+}
+
 #[tokio::test]
 async fn transcript_segments_are_stored_with_the_document() {
     let s = setup(Arc::new(MockProvider::default()), 12_000, 2).await;

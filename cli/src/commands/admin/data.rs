@@ -1,6 +1,7 @@
 //! `shelf admin db-*` and `workspace-*`: database checks, statistics, maintenance, backups and
 //! restores. Argument parsing and printing only; the rules live in `shelf_app::admin`.
 
+use crate::output::{errln, outln};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -87,6 +88,19 @@ fn settings(json: bool) -> Result<Settings, Failure> {
     Ok(settings)
 }
 
+/// [`settings`], with the data directory's shared lock held until the process exits: for the
+/// commands that write the database (maintenance) or read it whole alongside the data files
+/// (backups), which a restore must not swap out from under them. On PostgreSQL, where Shelf
+/// restores nothing (they refuse and name `pg_restore`) and backups refuse too, no lock is
+/// taken, so these commands create no data directory on a host that only reaches the server.
+fn settings_locked(json: bool) -> Result<Settings, Failure> {
+    let settings = settings(json)?;
+    if !settings.is_postgres() {
+        super::super::hold_for_process(&settings, json)?;
+    }
+    Ok(settings)
+}
+
 fn fail(json: bool) -> impl FnOnce(AdminError) -> Failure {
     move |e| Failure::from_app(AppError::from(e), json)
 }
@@ -150,24 +164,52 @@ pub async fn run(command: Command) -> CliResult {
                 .await
                 .map_err(fail(json))?;
             show(&report, json, |r| {
-                println!("database {}", r.database);
-                println!("integrity: {}", r.integrity.join("; "));
-                println!("foreign key violations: {}", r.foreign_key_violation_count);
+                outln!("database {}", r.database);
+                outln!("integrity: {}", r.integrity.join("; "));
+                outln!("foreign key violations: {}", r.foreign_key_violation_count);
                 if let Some(m) = &r.migrations {
-                    println!(
+                    outln!(
                         "migrations: {} applied, {} pending, {} unknown",
                         m.applied.len(),
                         m.pending.len(),
                         m.unknown.len()
                     );
                 }
-                for problem in &r.problems {
-                    eprintln!("problem: {problem}");
+                if let Some(l) = &r.upload_leftovers {
+                    outln!(
+                        "upload leftovers: {} staged file(s) ({} bytes), {} empty upload \
+                         director(ies), {} trash entr(ies) ({} bytes){}",
+                        l.staged_files,
+                        l.staged_bytes,
+                        l.empty_upload_dirs,
+                        l.trash_entries,
+                        l.trash_bytes,
+                        if l.count() > 0 {
+                            "; `shelf api` removes them at start"
+                        } else {
+                            ""
+                        }
+                    );
                 }
-                println!("{}", if r.healthy { "healthy" } else { "NOT healthy" });
+                for problem in &r.problems {
+                    errln!("problem: {problem}");
+                }
+                outln!("{}", if r.healthy { "healthy" } else { "NOT healthy" });
             });
+            // Damage (SQLite's integrity check of a file that opened found something, or a
+            // read hit `SQLITE_CORRUPT`) is told apart from other problems: exit 4, restore.
+            let damaged = shelf_app::engine::db::known_damage().is_some()
+                || (report.backend == admin::db::Backend::Sqlite
+                    && report.migrations.is_some()
+                    && report.integrity != ["ok"])
+                || report
+                    .integrity
+                    .iter()
+                    .any(|line| shelf_app::engine::db::is_corrupt_text(line));
             Ok(if report.healthy {
                 ExitCode::SUCCESS
+            } else if damaged {
+                ExitCode::from(crate::output::EXIT_DATABASE_CORRUPT)
             } else {
                 ExitCode::from(EXIT_FAILED)
             })
@@ -177,7 +219,7 @@ pub async fn run(command: Command) -> CliResult {
                 .await
                 .map_err(fail(json))?;
             show(&report, json, |r| {
-                println!("database {}", r.database);
+                outln!("database {}", r.database);
                 match &r.storage {
                     StorageFigures::Sqlite {
                         file_bytes,
@@ -187,45 +229,45 @@ pub async fn run(command: Command) -> CliResult {
                         page_count,
                         freelist_count,
                     } => {
-                        println!(
+                        outln!(
                             "file {file_bytes} bytes, WAL {wal_bytes} bytes, shm {shm_bytes} bytes"
                         );
-                        println!(
+                        outln!(
                             "page size {page_size}, pages {page_count}, free pages {freelist_count}"
                         );
                     }
                     StorageFigures::Postgres { database_bytes } => {
-                        println!("database size {database_bytes} bytes");
+                        outln!("database size {database_bytes} bytes");
                     }
                 }
                 for t in &r.tables {
                     match t.bytes {
                         Some(bytes) => {
-                            println!("{:<40} {:>12} rows {:>14} bytes", t.table, t.rows, bytes)
+                            outln!("{:<40} {:>12} rows {:>14} bytes", t.table, t.rows, bytes)
                         }
-                        None => println!("{:<40} {:>12}", t.table, t.rows),
+                        None => outln!("{:<40} {:>12}", t.table, t.rows),
                     }
                 }
             });
             Ok(ExitCode::SUCCESS)
         }
         Command::DbMaintain { vacuum, json } => {
-            let report = admin::db::maintain(&settings(json)?, vacuum)
+            let report = admin::db::maintain(&settings_locked(json)?, vacuum)
                 .await
                 .map_err(fail(json))?;
             show(&report, json, |r| {
                 match r.pruned_runs {
-                    Some(pruned) => println!(
+                    Some(pruned) => outln!(
                         "pruned {pruned} superseded runs (keeping {} per document)",
                         r.run_retention
                     ),
-                    None => println!(
+                    None => outln!(
                         "runs not pruned: the schema is not this binary's (see shelf admin db-check)"
                     ),
                 }
                 match &r.wal {
                     Some(wal) => {
-                        println!(
+                        outln!(
                             "optimized{}; checkpoint {} of {} WAL frames{}",
                             if r.vacuumed { " and vacuumed" } else { "" },
                             wal.checkpoint_checkpointed_frames,
@@ -236,7 +278,7 @@ pub async fn run(command: Command) -> CliResult {
                                 ""
                             }
                         );
-                        println!(
+                        outln!(
                             "file {} -> {} bytes, WAL {} -> {} bytes",
                             r.bytes_before,
                             r.bytes_after,
@@ -245,19 +287,19 @@ pub async fn run(command: Command) -> CliResult {
                         );
                     }
                     None => {
-                        println!("analyzed {}", r.database);
-                        println!("database {} -> {} bytes", r.bytes_before, r.bytes_after);
+                        outln!("analyzed {}", r.database);
+                        outln!("database {} -> {} bytes", r.bytes_before, r.bytes_after);
                     }
                 }
             });
             Ok(ExitCode::SUCCESS)
         }
         Command::DbBackup { dest, json } => {
-            let report = admin::db::backup(&settings(json)?, &dest)
+            let report = admin::db::backup(&settings_locked(json)?, &dest)
                 .await
                 .map_err(fail(json))?;
             show(&report, json, |r| {
-                println!(
+                outln!(
                     "backup written to {} ({} bytes, integrity ok)",
                     r.destination.display(),
                     r.bytes
@@ -275,19 +317,19 @@ pub async fn run(command: Command) -> CliResult {
                 .await
                 .map_err(fail(json))?;
             show(&report, json, |r| {
-                println!("database {} restored", r.database.display());
+                outln!("database {} restored", r.database.display());
                 print_pending(&r.pending_migrations);
             });
             Ok(ExitCode::SUCCESS)
         }
         Command::WorkspaceBackup { dest, json } => {
             let bar = Bar::new(json);
-            let report = workspace::backup(&settings(json)?, &dest, bar.clone())
+            let report = workspace::backup(&settings_locked(json)?, &dest, bar.clone())
                 .await
                 .map_err(fail(json))?;
             drop(bar);
             show(&report, json, |r| {
-                println!(
+                outln!(
                     "workspace backup written to {} ({} bytes; {} files, {} bytes)",
                     r.destination.display(),
                     r.bytes,
@@ -295,7 +337,7 @@ pub async fn run(command: Command) -> CliResult {
                     r.file_bytes
                 );
                 for s in &r.skipped {
-                    eprintln!("skipped {}: {}", s.path, s.reason);
+                    errln!("skipped {}: {}", s.path, s.reason);
                 }
             });
             Ok(ExitCode::SUCCESS)
@@ -322,7 +364,7 @@ pub async fn run(command: Command) -> CliResult {
                 .map_err(fail(json))?;
             drop(bar);
             show(&report, json, |r| {
-                println!(
+                outln!(
                     "workspace restored: database {}, {} files ({} bytes) in {}",
                     r.database.display(),
                     r.files,
@@ -338,7 +380,7 @@ pub async fn run(command: Command) -> CliResult {
 
 fn print_pending(pending: &[String]) {
     if !pending.is_empty() {
-        println!(
+        outln!(
             "the backup predates {} migration(s); run `shelf migrate` before starting services",
             pending.len()
         );
