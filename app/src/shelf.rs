@@ -245,6 +245,10 @@ impl Shelf {
         // the run's creating transaction (`submit_run`).
         self.documents.get(document_id).await?;
         let pipeline = self.load_pipeline(pipeline.unwrap_or(&self.settings.pipeline))?;
+        if mode == ProcessingMode::Process {
+            // Refused before a run is created: nothing is left queued by a refusal.
+            self.admit_new_work()?;
+        }
         let earlier = match take_over {
             true => self.run_to_take_over(document_id, &pipeline).await?,
             false => None,
@@ -313,12 +317,15 @@ impl Shelf {
     }
 
     /// Like [`Shelf::run_here`], but stops when `shutdown` trips: the run then goes back to the
-    /// queue with its checkpoints, resumable by any worker.
+    /// queue with its checkpoints, resumable by any worker. Below the free-space floor the run
+    /// is not claimed here (`insufficient_storage`), as a worker would not claim it: it stays
+    /// queued for when space returns.
     pub async fn run_here_until(
         &self,
         run_id: &str,
         shutdown: CancellationToken,
     ) -> Result<RunRecord, AppError> {
+        self.admit_new_work()?;
         let worker = format!("inprocess-{}", std::process::id());
         Ok(self
             .engine

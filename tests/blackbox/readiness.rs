@@ -361,6 +361,11 @@ async fn a_full_disk_refuses_new_work_pauses_workers_and_recovers_by_itself() {
     assert!(!cli.status.success(), "shelf import must fail");
     let cli: Value = serde_json::from_slice(&cli.stdout).unwrap_or(Value::Null);
     assert_eq!(cli["code"], "insufficient_storage", "{cli}");
+    // Nor does `shelf process` run a queued run in its own process: it stays queued.
+    let process = env.run(&["process", &documents[0], "--json"]);
+    assert!(!process.status.success(), "shelf process must fail");
+    let process: Value = serde_json::from_slice(&process.stdout).unwrap_or(Value::Null);
+    assert_eq!(process["code"], "insufficient_storage", "{process}");
 
     // A worker started now claims nothing, and says why.
     let mut worker = env.spawn(&["worker", "--concurrency", "2"]);
