@@ -3,7 +3,7 @@
 //! content type and the file name come from here, so `shelf export` and
 //! `GET /documents/{id}/export` give the same file.
 //!
-//! Choices where SPEC.md is silent:
+//! Choices Shelf makes (docs/export.md states them for users):
 //! - The exported text is the cleaned text of the document's latest *succeeded* run. A document
 //!   without one answers `not_found` ("has no cleaned output"), as the content page does.
 //! - The export stem is `<code> <title>` (or the title alone without a code) when the
@@ -67,8 +67,9 @@ impl ExportFormat {
     }
 }
 
-/// The JSON export: SPEC.md's fields, plus `run_id` (the run whose cleaned text it is),
-/// `classification_label`, and `transcript_citation` when a citation quote was found.
+/// The JSON export (docs/export.md): the document's fields, plus `run_id` (the run whose
+/// cleaned text it is), `classification_label`, and `transcript_citation` when a citation
+/// quote was found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JsonExport {
     pub document_id: String,

@@ -1,5 +1,5 @@
-//! The run object clients see: the engine's record in the shape DECISIONS.md fixes, with its
-//! stages and chunk progress.
+//! The run object clients see: the engine's record in the shape docs/api.md ("Runs") gives,
+//! with its stages and chunk progress.
 
 use serde::Serialize;
 use shelf_engine::{RunRecord, StageRecord};

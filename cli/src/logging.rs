@@ -93,7 +93,7 @@ where
         .build()
         .map_err(|e| format!("SHELF_OTEL_ENDPOINT `{endpoint}`: {e}"))?;
     // The tokio batch processor: the SDK's default one runs its own thread without a reactor,
-    // where the async HTTP client panics and nothing is exported (STACK.md trap 6).
+    // where the async HTTP client panics ("no reactor running") and nothing is exported.
     let processor = BatchSpanProcessor::builder(exporter, Tokio).build();
     let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)

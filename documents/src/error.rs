@@ -95,7 +95,7 @@ impl fmt::Display for ErrorKind {
 }
 
 impl DocumentsError {
-    /// The stable machine-readable code of DECISIONS.md's error table. Internal errors answer
+    /// The stable machine-readable code of docs/errors.md's table. Internal errors answer
     /// `server_error` (`database_corrupt` for a damaged database); ingest callers replace
     /// `server_error` with `ingest_failed`.
     pub fn code(&self) -> &'static str {

@@ -2,7 +2,7 @@
 //! the full-text search index and search, filename normalization, accepted formats, and the
 //! built-in Dewey labels.
 //!
-//! Choices this crate makes where SPEC.md and DECISIONS.md are silent:
+//! Choices this crate makes, stated here because no other document fixes them:
 //! - Search terms are ANDed. When that matches nothing and the query has several terms,
 //!   [`MatchMode::Auto`] (the default) retries with any term (BM25 ranks documents matching
 //!   more terms first) and says so in `match_mode`; `MatchMode::All` never relaxes, and

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use crate::error::{DocumentsError, Result};
 
-/// Document states of DECISIONS.md.
+/// Document states (docs/api.md, "Documents").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DocumentStatus {
@@ -100,7 +100,7 @@ impl fmt::Display for SourceKind {
     }
 }
 
-/// The document object of DECISIONS.md, plus Shelf's additions.
+/// The document object (docs/api.md, "Documents").
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Document {
     pub id: String,

@@ -118,7 +118,7 @@ pub struct SearchRequest {
 }
 
 /// The JSON body of the search endpoints, as clients send it. [`SearchBody::into_request`]
-/// turns it into a [`SearchRequest`] with the specific errors of DECISIONS.md
+/// turns it into a [`SearchRequest`] with the specific errors of docs/errors.md
 /// (`invalid_search_scope`, `invalid_document_status`, ...).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]

@@ -415,11 +415,17 @@ async fn facets_follow_the_same_filters(env: Env) {
 
 on_both_backends!(cranfield_relevance_smoke_check);
 async fn cranfield_relevance_smoke_check(env: Env) {
-    let base = std::path::Path::new("/work/shared/corpus/ir/cranfield");
-    let Ok(corpus) = std::fs::read_to_string(base.join("corpus.jsonl")) else {
-        eprintln!("cranfield corpus not present, skipping");
-        return;
+    // The first 200 Cranfield abstracts, vendored (tests/corpus/README.md).
+    let base = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/corpus/ir/cranfield"
+    ));
+    let read = |name: &str| {
+        let path = base.join(name);
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("vendored corpus file {}: {e}", path.display()))
     };
+    let corpus = read("corpus.jsonl");
     let mut doc_of: HashMap<String, String> = HashMap::new();
     for line in corpus.lines().take(200) {
         let record: serde_json::Value = serde_json::from_str(line).expect("record");
@@ -432,7 +438,7 @@ async fn cranfield_relevance_smoke_check(env: Env) {
     }
     let indexed: HashSet<&String> = doc_of.values().collect();
     let mut relevant: HashMap<String, HashSet<String>> = HashMap::new();
-    let qrels = std::fs::read_to_string(base.join("qrels/test.tsv")).expect("qrels");
+    let qrels = read("qrels/test.tsv");
     for line in qrels.lines().skip(1) {
         let mut cols = line.split('\t');
         if let (Some(q), Some(d)) = (cols.next(), cols.next())
@@ -444,7 +450,7 @@ async fn cranfield_relevance_smoke_check(env: Env) {
                 .insert(d.to_string());
         }
     }
-    let queries = std::fs::read_to_string(base.join("queries.jsonl")).expect("queries");
+    let queries = read("queries.jsonl");
     let (mut asked, mut hit) = (0, 0);
     let mut missed = Vec::new();
     for line in queries.lines() {

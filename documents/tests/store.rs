@@ -204,16 +204,23 @@ async fn imports_refuse_symlinks_archives_and_non_files(env: Env) {
         .await
         .expect_err("missing");
     assert!(matches!(err, DocumentsError::InvalidPath { .. }));
-    let corpus = std::path::Path::new("/work/shared/corpus/hostile/archives-renamed");
-    if corpus.exists() {
-        for entry in std::fs::read_dir(corpus).expect("corpus").flatten() {
-            let err = env
-                .store
-                .ingest_path(&entry.path())
-                .await
-                .expect_err("archive");
-            assert_eq!(err.code(), "archive_not_supported", "{:?}", entry.path());
-        }
+    let corpus = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/corpus/hostile/archives-renamed"
+    ));
+    let entries: Vec<_> = std::fs::read_dir(corpus)
+        .unwrap_or_else(|e| panic!("vendored corpus {}: {e}", corpus.display()))
+        .map(|entry| entry.expect("corpus entry").path())
+        .collect();
+    // An emptied directory would pass the loop below without checking anything.
+    assert!(
+        entries.len() >= 10,
+        "too few archives in {}",
+        corpus.display()
+    );
+    for path in entries {
+        let err = env.store.ingest_path(&path).await.expect_err("archive");
+        assert_eq!(err.code(), "archive_not_supported", "{path:?}");
     }
     assert_eq!(count(env.db(), "SELECT count(*) FROM documents").await, 0);
 }

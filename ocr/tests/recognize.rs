@@ -420,7 +420,7 @@ fn hostile_rasters_get_their_codes_and_never_panic() {
 #[test]
 fn hostile_pdfs_fail_pdf_render_failed() {
     let r = recognizer();
-    let shared = Path::new("/work/shared/corpus/hostile/malformed");
+    let malformed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus/hostile/malformed");
     let mut cases = vec![
         (corpus("tesseract/phototest.txt"), 1, "pdf_render_failed"),
         (corpus("rotated-pdf/ocr_test.pdf"), 5, "pdf_render_failed"),
@@ -432,9 +432,13 @@ fn hostile_pdfs_fail_pdf_render_failed() {
         "xref_command_missing.pdf",
         "Pages-tree-refs.pdf",
     ] {
-        if shared.join(name).exists() {
-            cases.push((shared.join(name), 1, "any"));
-        }
+        let path = malformed.join(name);
+        assert!(
+            path.is_file(),
+            "vendored corpus file missing: {}",
+            path.display()
+        );
+        cases.push((path, 1, "any"));
     }
     for (path, number, want) in cases {
         let got = r

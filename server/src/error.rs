@@ -1,7 +1,12 @@
-//! The one table of API error codes (code string, HTTP status) and [`ApiError`], the body
-//! `{detail, code}` every failure answers with. Library errors map to codes with exhaustive
-//! matches, so a new variant cannot ship without one. A 5xx never carries internal text: the
-//! cause rides in a response extension that the logging middleware writes once, then drops.
+//! The one table of API error codes with their HTTP statuses ([`ErrorCode`], its code strings
+//! and statuses) and [`ApiError`], the body `{detail, code}` every failure answers with. Which
+//! code a library error gets is decided twice: by each library's own `code()` (documents,
+//! app, admin, imports; what the CLI prints and exits by) and here, by exhaustive matches that
+//! map library errors to [`ErrorCode`]s, so a new variant cannot ship without one;
+//! `library_codes_agree_with_the_table` checks, on samples of app and document errors, that the
+//! two agree.
+//! A 5xx never carries internal text: the cause rides in a response extension that the logging
+//! middleware writes once, then drops.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

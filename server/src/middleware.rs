@@ -69,7 +69,8 @@ const SECURITY_HEADERS: &[(&str, &str)] = &[
     ),
 ];
 
-/// SPEC.md's response headers on every response: JSON, text, event streams and errors alike.
+/// The response headers of docs/api.md ("Every response") on every response: JSON, text, event
+/// streams and errors alike.
 pub async fn security_headers(req: Request, next: Next) -> Response {
     let mut response = next.run(req).await;
     let headers = response.headers_mut();

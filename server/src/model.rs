@@ -1,4 +1,4 @@
-//! The JSON shapes of the API (DECISIONS.md's, plus Shelf's additions), as types that both
+//! The JSON shapes of the API (the objects docs/api.md describes), as types that both
 //! serialize the responses and describe them in `/openapi.json`. Built from the application's
 //! types with `From`, so the wire shape is owned here and the domain stays free of HTTP.
 

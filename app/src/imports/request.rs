@@ -1,5 +1,5 @@
 //! An import request as given (`POST /imports` body, `shelf import` flags) and its validated
-//! form: every field checked, defaults of DECISIONS.md applied, paths resolved by the
+//! form: every field checked, defaults of docs/imports.md ("Fields") applied, paths resolved by the
 //! [`Boundary`] before anything is read or written.
 
 use std::path::PathBuf;

@@ -35,7 +35,7 @@ impl From<ImportError> for ApiError {
     }
 }
 
-/// The `POST /imports` body (DECISIONS.md defaults).
+/// The `POST /imports` body (fields and defaults: docs/imports.md, "Fields").
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportIn {

@@ -80,9 +80,13 @@ async fn ready_checks_storage_database_and_migrations() {
 
 #[tokio::test]
 async fn ready_fails_when_the_data_directory_is_gone() {
+    // The database lives outside the data directory (in a directory of this test's own), so
+    // only the data directory's writability fails the check.
+    let db_dir = tempfile::tempdir().expect("tempdir");
+    let db_path = db_dir.path().join("shelf.sqlite");
     let app = TestApp::with([(
         "SHELF_DATABASE_PATH",
-        "/tmp/shelf-ready-test-never-used.sqlite",
+        db_path.to_str().expect("utf-8 temp path"),
     )])
     .await;
     std::fs::remove_dir_all(app.data_dir()).ok();
@@ -93,7 +97,6 @@ async fn ready_fails_when_the_data_directory_is_gone() {
         .await
         .assert_error(503, "service_unavailable");
     assert_eq!(body["detail"], "data directory is not writable");
-    let _ = std::fs::remove_file("/tmp/shelf-ready-test-never-used.sqlite");
 }
 
 /// `/ready` checks the database on a connection of its own: with the pool's only connection
