@@ -1,5 +1,6 @@
 //! Tidy checks that keep the repository's rules true: CI runs README's test command,
-//! dependencies point one way, every module says what it is for.
+//! dependencies point one way, every module says what it is for, every link in the docs
+//! resolves inside the repository, and no test reads from an absolute path outside it.
 
 use std::path::{Path, PathBuf};
 
@@ -69,6 +70,20 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "reqwest",
         ],
     ),
+    (
+        "ocr",
+        &[
+            "shelf-engine",
+            "shelf-documents",
+            "shelf-stages",
+            "shelf-app",
+            "shelf-server",
+            "sea-orm",
+            "axum",
+            "clap",
+            "reqwest",
+        ],
+    ),
 ];
 
 #[test]
@@ -88,17 +103,120 @@ fn dependencies_point_one_way() {
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    files_with(dir, "rs", out);
+}
+
+/// Every file below `dir` whose extension is `extension`, skipping build output and hidden
+/// directories.
+fn files_with(dir: &Path, extension: &str, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
         if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
+            if name != "target" && !name.starts_with('.') {
+                files_with(&path, extension, out);
+            }
+        } else if path.extension().is_some_and(|e| e == extension) {
             out.push(path);
         }
     }
+}
+
+/// The targets of the Markdown links (`[text](target)`) in `text`, outside fenced code blocks
+/// (which show examples, not links of the docs).
+fn link_targets(text: &str) -> Vec<String> {
+    let mut in_code = false;
+    let mut targets = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        for (at, _) in line.match_indices("](") {
+            let rest = &line[at + 2..];
+            if let Some(end) = rest.find(')') {
+                targets.push(rest[..end].trim().to_string());
+            }
+        }
+    }
+    targets
+}
+
+#[test]
+fn every_link_in_the_docs_resolves_inside_the_repository() {
+    let root = root();
+    let mut docs = Vec::new();
+    files_with(&root, "md", &mut docs);
+    // The corpus holds documents and their expected extractions, whose links are data.
+    let corpus = root.join("tests").join("corpus");
+    docs.retain(|doc| !doc.starts_with(&corpus));
+    assert!(docs.len() > 10, "{} Markdown files", docs.len());
+    let mut broken = Vec::new();
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap_or_else(|e| panic!("{doc:?}: {e}"));
+        for target in link_targets(&text) {
+            let path = target.split('#').next().unwrap_or("");
+            // Web addresses, in-page anchors and mail are not files of the repository.
+            if path.is_empty() || path.contains("://") || path.starts_with("mailto:") {
+                continue;
+            }
+            let resolved = doc.parent().unwrap_or(&root).join(path);
+            let inside = resolved
+                .canonicalize()
+                .is_ok_and(|p| p.starts_with(root.canonicalize().expect("root")));
+            if !inside {
+                broken.push(format!("{}: {target}", doc.display()));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "links that resolve to nothing in the repository: {broken:#?}"
+    );
+}
+
+#[test]
+fn no_test_reads_an_absolute_path_outside_the_repository() {
+    let root = root();
+    let mut tests = Vec::new();
+    for dir in [
+        "tests",
+        "engine/tests",
+        "documents/tests",
+        "stages/tests",
+        "ocr/tests",
+        "extractors/tests",
+        "server/tests",
+        "app/tests",
+        "migrations/tests",
+    ] {
+        rust_files(&root.join(dir), &mut tests);
+    }
+    assert!(tests.len() > 20, "{} test files", tests.len());
+    let offending: Vec<String> = tests
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            // Data comes from the repository (CARGO_MANIFEST_DIR) or `../shared`, never from
+            // where one machine happens to keep it; scratch files go in temporary directories.
+            // (The needles are put together here so this file does not match itself.)
+            ["work", "home", "tmp"]
+                .iter()
+                .any(|dir| text.contains(&format!("\"/{dir}/")))
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        offending.is_empty(),
+        "tests reading absolute paths: {offending:?}"
+    );
 }
 
 #[test]
@@ -108,6 +226,7 @@ fn every_module_says_what_it_is_for() {
         "engine",
         "migrations",
         "extractors",
+        "ocr",
         "documents",
         "stages",
         "app",
