@@ -214,6 +214,9 @@ fn check_storage(data_dir: &Path) -> Result<(), NotReady> {
     }
 }
 
+/// The reason `/ready` gives once this process has met a damaged database.
+pub const DAMAGED: &str = "database is damaged; restore it from a backup";
+
 impl Shelf {
     /// Whether this process is ready; concurrent callers share one evaluation.
     pub async fn readiness(&self) -> Result<Readiness, NotReady> {
@@ -231,6 +234,11 @@ impl Shelf {
     }
 
     async fn evaluate_readiness(&self) -> Result<Readiness, NotReady> {
+        // A process that met damage writes nothing more (`db::mark_damaged`): it cannot serve
+        // writes, whatever the next full check would say.
+        if let Some(first) = shelf_engine::db::known_damage() {
+            return Err(not_ready(DAMAGED, first));
+        }
         // Space first: on a full disk the probes fail too, and this reason says why.
         self.disk_space()
             .check()

@@ -212,6 +212,14 @@ async fn a_damaged_page_is_reported_as_such_and_nothing_more_is_written() {
     );
     assert!(logs.contains("shelf admin db-restore FILE --yes"), "{logs}");
     assert!(!logs.contains("status=500"), "{logs}");
+    // Having met the damage, the process is not ready, before any full check says so.
+    let ready = http.get(api.url("/ready")).send().await.expect("ready");
+    assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let ready: Value = ready.json().await.expect("json");
+    assert_eq!(
+        ready["detail"], "database is damaged; restore it from a backup",
+        "{ready}"
+    );
     drop(api);
 
     // The recovery the log names: restore the backup, and the services start again.
