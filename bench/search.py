@@ -44,7 +44,7 @@ CRANFIELD = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" 
 if not CRANFIELD.exists():
     CRANFIELD = Path("/work/shared/corpus/ir/cranfield")
 
-# The same list as documents/src/search.rs STOP_WORDS.
+# The same list as documents/src/search/stop_words.rs STOP_WORDS.
 STOP_WORDS = set(
     """a about above after again against all am an and any are as at be because been before
     being below between both but by can could did do does doing down during each few for from

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::{DatabaseConnection, DbBackend, Statement};
 use serde::Serialize;
+use shelf_db::begin_write;
+use shelf_db::sql::SqlExt;
 use shelf_documents::format_timestamp;
-use shelf_engine::db::begin_write;
-use shelf_engine::sql::SqlExt;
 
 use crate::error::AppError;
 

@@ -56,9 +56,9 @@ impl Shelf {
         self.admit_new_work()?;
         let batch = BatchUpload {
             store: self.documents.clone(),
-            max_files: self.settings.api_max_batch_files,
-            max_bytes: self.settings.api_max_batch_bytes,
-            max_upload_bytes: self.settings.api_max_upload_bytes,
+            max_files: self.settings.api.max_batch_files,
+            max_bytes: self.settings.api.max_batch_bytes,
+            max_upload_bytes: self.settings.api.max_upload_bytes,
             bytes: 0,
             items: Vec::new(),
             current: None,

@@ -2,7 +2,7 @@
 //! processes starting at once on a new database do not race), and the check that refuses a
 //! database written by a newer Shelf.
 
-use shelf_engine::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, SqliteTransactionMode,
     Statement, TransactionOptions, TransactionTrait,
 };
-use shelf_engine::db::{DatabaseTarget, is_busy};
+use shelf_db::{DatabaseTarget, is_busy};
 use shelf_migrations::{Migrator, MigratorTrait, known_migrations};
 
 use crate::error::AppError;
@@ -32,31 +32,34 @@ pub async fn connect_settings(
 ) -> Result<DatabaseConnection, AppError> {
     match settings.database_target() {
         DatabaseTarget::Sqlite(path) => connect(&path, max_connections).await,
-        target @ DatabaseTarget::Postgres(_) => {
-            shelf_engine::db::connect_target(&target, max_connections)
-                .await
-                .map_err(|e| AppError::Storage {
-                    detail: format!(
-                        "cannot open database {}: {}",
-                        settings.database_display(),
-                        without_password_in(&e.to_string(), settings)
-                    ),
-                })
-        }
+        target @ DatabaseTarget::Postgres(_) => shelf_db::connect_target(&target, max_connections)
+            .await
+            .map_err(|e| AppError::Storage {
+                detail: format!(
+                    "cannot open database {}: {}",
+                    settings.database_display(),
+                    without_password_in(&e.to_string(), settings)
+                ),
+            }),
     }
 }
 
 /// Driver errors may quote the URL, or a part of it: never let its password reach a message.
 fn without_password_in(text: &str, settings: &crate::Settings) -> String {
-    let text = match &settings.database_url {
+    let text = match &settings.storage.database_url {
         Some(url) => text.replace(url.expose(), &settings.database_display()),
         None => text.to_string(),
     };
     let mut text = crate::settings::without_password(&text);
     // A very short password would blank ordinary words; the forms above still catch it.
-    for password in settings.database_passwords.iter().map(|p| p.expose()) {
+    for password in settings
+        .storage
+        .database_passwords
+        .iter()
+        .map(|p| p.expose())
+    {
         if password.len() >= 4 {
-            text = text.replace(password, shelf_engine::secrets::MASK);
+            text = text.replace(password, shelf_db::secrets::MASK);
         }
     }
     text
@@ -86,14 +89,14 @@ pub async fn check_at_start(settings: &crate::Settings) -> Result<StartCheck, Ap
     if settings.is_postgres() {
         return skipped("PostgreSQL checks its own pages".into());
     }
-    let path = &settings.database_path;
+    let path = &settings.storage.database_path;
     let Ok(meta) = std::fs::metadata(path) else {
         return skipped("no database file yet".into());
     };
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     let bytes = meta.len() + std::fs::metadata(wal).map_or(0, |m| m.len());
-    let limit = settings.database_start_check_max_bytes;
+    let limit = settings.storage.database_start_check_max_bytes;
     if limit == 0 {
         return skipped("SHELF_DATABASE_START_CHECK_MAX_BYTES=0".into());
     }
@@ -130,12 +133,12 @@ pub async fn check_at_start(settings: &crate::Settings) -> Result<StartCheck, Ap
             return Ok(StartCheck::Passed { bytes, elapsed_ms });
         }
         Ok(lines) => lines.join("; "),
-        Err(e) if shelf_engine::db::is_corrupt_db(&e) => e.to_string(),
+        Err(e) if shelf_db::is_corrupt_db(&e) => e.to_string(),
         Err(e) => return Err(e.into()),
     };
     let detail = format!("PRAGMA quick_check at start found: {problems}");
     tracing::error!(ran = true, verdict = %problems, bytes, elapsed_ms, "database check at start failed");
-    shelf_engine::db::mark_damaged(&detail);
+    shelf_db::mark_damaged(&detail);
     Err(AppError::DatabaseCorrupt { detail })
 }
 
@@ -147,16 +150,14 @@ pub async fn connect(path: &Path, max_connections: u32) -> Result<DatabaseConnec
             detail: format!("cannot create {}: {e}", parent.display()),
         })?;
     }
-    shelf_engine::db::connect(path, max_connections)
-        .await
-        .map_err(|e| {
-            let detail = format!("cannot open database {}: {e}", path.display());
-            if shelf_engine::db::note_if_corrupt(&e) {
-                AppError::DatabaseCorrupt { detail }
-            } else {
-                AppError::Storage { detail }
-            }
-        })
+    shelf_db::connect(path, max_connections).await.map_err(|e| {
+        let detail = format!("cannot open database {}: {e}", path.display());
+        if shelf_db::note_if_corrupt(&e) {
+            AppError::DatabaseCorrupt { detail }
+        } else {
+            AppError::Storage { detail }
+        }
+    })
 }
 
 pub async fn schema_status(db: &impl ConnectionTrait) -> Result<SchemaStatus, AppError> {

@@ -9,7 +9,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use shelf_documents::UPLOADS_DIR;
 use shelf_engine::ClaimGate;
 
 use crate::metrics::Metrics;
@@ -102,16 +101,16 @@ impl DiskSpace {
     /// the database file's directory (`SHELF_DATABASE_PATH` may name another volume).
     pub fn of(settings: &Settings) -> DiskSpace {
         let mut paths = vec![
-            settings.data_dir.clone(),
-            settings.data_dir.join(UPLOADS_DIR),
+            settings.storage.data_dir.clone(),
+            settings.storage.layout().uploads(),
         ];
         if !settings.is_postgres()
-            && let Some(dir) = settings.database_path.parent()
+            && let Some(dir) = settings.storage.database_path.parent()
             && !dir.as_os_str().is_empty()
         {
             paths.push(dir.to_path_buf());
         }
-        DiskSpace::new(paths, settings.min_free_bytes)
+        DiskSpace::new(paths, settings.storage.min_free_bytes)
     }
 
     /// Whether a floor applies at all (`SHELF_MIN_FREE_BYTES=0` turns it off).

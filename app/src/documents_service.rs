@@ -2,14 +2,14 @@
 //! content pages, page records, uploads, facets, the classification table and the audit trail. Thin calls
 //! into the document store, so the CLI can use the same ones.
 
-use shelf_engine::sql::SqlExt;
 use std::collections::BTreeMap;
 
-use sea_orm::{DbBackend, Statement};
 use shelf_documents::pages::page_listing;
 use shelf_documents::{
     ContentPage, Deleted, Document, PageListing, SearchFacets, SearchRequest, content_page, dewey,
+    stored_classifications,
 };
+use shelf_engine::subject_sql::{delete_runs_of, run_created_order, succeeded_run_ids};
 
 use crate::audit::{self, AuditPage, DenialEvent};
 use crate::error::AppError;
@@ -32,7 +32,7 @@ impl Shelf {
 
     /// Deletes a document, its runs, texts and index rows, and the upload files it owns.
     pub async fn delete_document(&self, id: &str) -> Result<Deleted, AppError> {
-        Ok(self.documents.delete(id).await?)
+        Ok(self.documents.delete(id, delete_runs_of(id)).await?)
     }
 
     /// A page of the latest cleaned output. Without `limit`, and never more than,
@@ -43,9 +43,9 @@ impl Shelf {
         offset: u64,
         limit: Option<u64>,
     ) -> Result<ContentPage, AppError> {
-        let cap = self.settings.api_max_content_chars as u64;
+        let cap = self.settings.api.max_content_chars as u64;
         let limit = limit.map_or(cap, |l| l.min(cap));
-        Ok(content_page(&self.db, id, offset, limit).await?)
+        Ok(content_page(&self.db, id, offset, limit, &succeeded_run_ids(id)).await?)
     }
 
     /// The page records of the document's latest run that recorded pages (text omitted, its
@@ -58,7 +58,15 @@ impl Shelf {
         offset: u64,
         failures_only: bool,
     ) -> Result<PageListing, AppError> {
-        Ok(page_listing(&self.db, id, limit, offset, failures_only).await?)
+        Ok(page_listing(
+            &self.db,
+            id,
+            limit,
+            offset,
+            failures_only,
+            run_created_order,
+        )
+        .await?)
     }
 
     /// Starts an upload capped at `SHELF_API_MAX_UPLOAD_BYTES`; the filename is checked now.
@@ -68,7 +76,7 @@ impl Shelf {
         UploadSink::begin(
             self.documents.clone(),
             filename,
-            self.settings.api_max_upload_bytes,
+            self.settings.api.max_upload_bytes,
         )
     }
 
@@ -84,17 +92,7 @@ impl Shelf {
     /// document (with its stored label).
     pub async fn classifications(&self) -> Result<BTreeMap<String, String>, AppError> {
         let mut all = dewey::all();
-        let rows = self
-            .db
-            .query_all_sql(Statement::from_string(
-                DbBackend::Sqlite,
-                "SELECT DISTINCT classification AS code, classification_label AS label \
-                 FROM documents WHERE classification IS NOT NULL",
-            ))
-            .await?;
-        for row in rows {
-            let code: String = row.try_get("", "code")?;
-            let stored: Option<String> = row.try_get("", "label")?;
+        for (code, stored) in stored_classifications(&self.db).await? {
             if all.contains_key(&code) || !dewey::is_valid_code(&code) {
                 continue;
             }
@@ -107,7 +105,7 @@ impl Shelf {
 
     /// Stores denied requests, pruning rows past `SHELF_API_AUDIT_RETENTION_DAYS`.
     pub async fn record_denials(&self, events: &[DenialEvent]) -> Result<(), AppError> {
-        audit::record(&self.db, events, self.settings.api_audit_retention_days).await
+        audit::record(&self.db, events, self.settings.api.audit_retention_days).await
     }
 
     /// A page of audit rows, newest first.

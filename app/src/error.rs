@@ -1,7 +1,7 @@
 //! The application layer's error: every failure of a service call, with the stable code that
-//! both front ends show (the HTTP status table lives in the server).
+//! both front ends show (a code of the one table, `shelf_documents::codes`).
 
-use shelf_documents::{DocumentsError, ErrorKind};
+use shelf_documents::{DocumentsError, ErrorCode, ErrorKind};
 use shelf_engine::{EngineError, PipelineError};
 
 use crate::admin::AdminError;
@@ -49,7 +49,7 @@ pub enum AppError {
 
 impl From<sea_orm::DbErr> for AppError {
     fn from(e: sea_orm::DbErr) -> Self {
-        if shelf_engine::db::note_if_corrupt(&e) {
+        if shelf_db::note_if_corrupt(&e) {
             return AppError::DatabaseCorrupt {
                 detail: e.to_string(),
             };
@@ -77,11 +77,9 @@ impl From<EngineError> for AppError {
             }
             EngineError::RunTerminal { id, status } => AppError::RunTerminal { id, status },
             EngineError::RunNotFailed { id, status } => AppError::RunNotFailed { id, status },
-            EngineError::Db(e) if shelf_engine::db::note_if_corrupt(&e) => {
-                AppError::DatabaseCorrupt {
-                    detail: e.to_string(),
-                }
-            }
+            EngineError::Db(e) if shelf_db::note_if_corrupt(&e) => AppError::DatabaseCorrupt {
+                detail: e.to_string(),
+            },
             other @ (EngineError::LeaseLost(_)
             | EngineError::Corrupt { .. }
             | EngineError::Db(_)) => AppError::Internal(other.to_string()),
@@ -90,39 +88,51 @@ impl From<EngineError> for AppError {
 }
 
 impl AppError {
-    /// The stable machine-readable code. Exhaustive, so a new variant cannot ship without one.
-    pub fn code(&self) -> &'static str {
+    /// The code of the table (`shelf_documents::codes`) this error answers with over HTTP.
+    /// Exhaustive, so a new variant cannot ship without one. Configuration and administration
+    /// errors stop commands and never reach the API: their table code is `server_error`, and
+    /// [`code`](Self::code) shows their own command-line codes.
+    pub fn error_code(&self) -> ErrorCode {
         match self {
-            AppError::Config(_) => "invalid_configuration",
-            AppError::Admin(e) => e.code(),
-            AppError::Documents(e) => e.code(),
+            AppError::Config(_) | AppError::Admin(_) => ErrorCode::ServerError,
+            AppError::Documents(e) => e.error_code(),
             // A write that met a full disk (`ENOSPC`, `SQLITE_FULL`), known by its words once
             // it is text: the operator's to fix, not an internal error.
             AppError::Internal(text)
             | AppError::RunSubmission(text)
             | AppError::Storage { detail: text }
-                if shelf_engine::db::is_storage_full_text(text) =>
+                if shelf_db::is_storage_full_text(text) =>
             {
-                "insufficient_storage"
+                ErrorCode::InsufficientStorage
             }
-            AppError::Pipeline(PipelineError::NotFound { .. }) => "pipeline_not_found",
+            AppError::Pipeline(PipelineError::NotFound { .. }) => ErrorCode::PipelineNotFound,
             AppError::Pipeline(
                 PipelineError::Invalid { .. } | PipelineError::Unreadable { .. },
-            ) => "invalid_pipeline",
-            AppError::NotFound(_) => "not_found",
-            AppError::BadRequest(_) => "bad_request",
-            AppError::RunTerminal { .. } => "run_terminal",
-            AppError::RunNotFailed { .. } => "run_not_failed",
-            AppError::SchemaTooNew { .. } => "schema_mismatch",
-            AppError::Storage { .. } => "service_unavailable",
-            AppError::DatabaseCorrupt { .. } => "database_corrupt",
+            ) => ErrorCode::InvalidPipeline,
+            AppError::NotFound(_) => ErrorCode::NotFound,
+            AppError::BadRequest(_) => ErrorCode::BadRequest,
+            AppError::RunTerminal { .. } => ErrorCode::RunTerminal,
+            AppError::RunNotFailed { .. } => ErrorCode::RunNotFailed,
+            AppError::SchemaTooNew { .. } => ErrorCode::SchemaMismatch,
+            AppError::Storage { .. } => ErrorCode::ServiceUnavailable,
+            AppError::DatabaseCorrupt { .. } => ErrorCode::DatabaseCorrupt,
             // A damaged database's error that reached here as text only.
-            AppError::Internal(text) if shelf_engine::db::is_corrupt_text(text) => {
-                "database_corrupt"
+            AppError::Internal(text) if shelf_db::is_corrupt_text(text) => {
+                ErrorCode::DatabaseCorrupt
             }
-            AppError::InsufficientStorage { .. } => "insufficient_storage",
-            AppError::RunSubmission(_) => "run_submission_failed",
-            AppError::Internal(_) => "server_error",
+            AppError::InsufficientStorage { .. } => ErrorCode::InsufficientStorage,
+            AppError::RunSubmission(_) => ErrorCode::RunSubmissionFailed,
+            AppError::Internal(_) => ErrorCode::ServerError,
+        }
+    }
+
+    /// The code the CLI prints (`--json`) and exits by: the table's, except for the two
+    /// families only commands meet (`invalid_configuration`, the administration codes).
+    pub fn code(&self) -> &'static str {
+        match self {
+            AppError::Config(_) => "invalid_configuration",
+            AppError::Admin(e) => e.code(),
+            other => other.error_code().as_str(),
         }
     }
 

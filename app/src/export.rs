@@ -252,9 +252,14 @@ impl Shelf {
         citation_quote: Option<&str>,
     ) -> Result<Export, AppError> {
         let document = self.documents.get(id).await?;
-        let cleaned = shelf_documents::latest_succeeded_text(&self.db, id, TEXT_KIND_CLEANED)
-            .await?
-            .ok_or_else(|| DocumentsError::NoContent { id: id.to_string() })?;
+        let cleaned = shelf_documents::latest_succeeded_text(
+            &self.db,
+            id,
+            TEXT_KIND_CLEANED,
+            &shelf_engine::subject_sql::succeeded_run_ids(id),
+        )
+        .await?
+        .ok_or_else(|| DocumentsError::NoContent { id: id.to_string() })?;
         let (run_id, text) = (cleaned.run_id, cleaned.body);
         let citation = match citation_quote.filter(|q| !q.trim().is_empty()) {
             Some(quote) if format != ExportFormat::Txt => self.cite(id, quote).await?,

@@ -13,6 +13,7 @@ use shelf_documents::{
     DocumentStatus, lock_document_statement, status_after_unsuccessful_run_statement,
     status_statement,
 };
+use shelf_engine::subject_sql::has_succeeded_run;
 use shelf_engine::{Claim, EngineError, RunHooks, RunRecord, RunStatus, StageStatus, SubjectGuard};
 use tracing::Span;
 use tracing::field::Empty;
@@ -30,12 +31,16 @@ impl RunHooks for DocumentHooks {
                 status_statement(subject, DocumentStatus::Processing)
             }
             RunStatus::Succeeded => status_statement(subject, DocumentStatus::Ready),
-            RunStatus::Failed => {
-                status_after_unsuccessful_run_statement(subject, DocumentStatus::Failed)
-            }
-            RunStatus::Canceled => {
-                status_after_unsuccessful_run_statement(subject, DocumentStatus::Ingested)
-            }
+            RunStatus::Failed => status_after_unsuccessful_run_statement(
+                subject,
+                DocumentStatus::Failed,
+                &has_succeeded_run(subject),
+            ),
+            RunStatus::Canceled => status_after_unsuccessful_run_statement(
+                subject,
+                DocumentStatus::Ingested,
+                &has_succeeded_run(subject),
+            ),
         }]
     }
 

@@ -31,6 +31,3 @@ pub use queue::QueueReport;
 pub use runs::{RunView, StageView};
 pub use settings::Settings;
 pub use shelf::{ProcessingMode, Shelf};
-
-pub use shelf_documents as documents;
-pub use shelf_engine as engine;

@@ -50,8 +50,8 @@ pub struct TokenPrices {
 impl TokenPrices {
     pub fn from_settings(settings: &Settings) -> Self {
         TokenPrices {
-            prompt_per_1k_usd: settings.llm_prompt_cost_per_1k_tokens_usd,
-            completion_per_1k_usd: settings.llm_completion_cost_per_1k_tokens_usd,
+            prompt_per_1k_usd: settings.llm.prompt_cost_per_1k_tokens_usd,
+            completion_per_1k_usd: settings.llm.completion_cost_per_1k_tokens_usd,
         }
     }
 

@@ -25,10 +25,10 @@ pub fn from_settings(settings: &Settings) -> Arc<dyn Provider> {
 }
 
 pub fn build(settings: &Settings) -> ProviderHandle {
-    match settings.llm_provider {
+    match settings.llm.provider {
         LlmProvider::Mock => ProviderHandle {
             provider: Arc::new(MockProvider {
-                delay: Duration::from_millis(settings.llm_mock_delay_ms),
+                delay: Duration::from_millis(settings.llm.mock_delay_ms),
             }),
             usage: None,
         },
@@ -52,16 +52,17 @@ pub fn build(settings: &Settings) -> ProviderHandle {
 /// The `generic-compatible` configuration from the `SHELF_LLM_*` settings.
 pub fn openai_config(settings: &Settings) -> OpenAiConfig {
     OpenAiConfig {
-        base_url: settings.llm_base_url.clone(),
+        base_url: settings.llm.base_url.clone(),
         api_key: settings
-            .llm_api_key
+            .llm
+            .api_key
             .as_ref()
             .map(|key| ApiKey::new(key.expose())),
-        api_key_env: settings.llm_api_key_env.clone(),
-        model: settings.llm_model.clone(),
-        timeout: Duration::from_secs(settings.llm_timeout_seconds.max(1)),
-        max_prompt_chars: settings.llm_max_prompt_chars,
-        max_response_chars: settings.llm_max_response_chars,
+        api_key_env: settings.llm.api_key_env.clone(),
+        model: settings.llm.model.clone(),
+        timeout: Duration::from_secs(settings.llm.timeout_seconds.max(1)),
+        max_prompt_chars: settings.llm.max_prompt_chars,
+        max_response_chars: settings.llm.max_response_chars,
         ..OpenAiConfig::default()
     }
 }

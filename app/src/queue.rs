@@ -5,6 +5,7 @@
 use chrono::{DateTime, SecondsFormat};
 use serde::Serialize;
 use shelf_engine::queue_health::QueueHealth;
+use utoipa::ToSchema;
 
 use crate::error::AppError;
 use crate::shelf::Shelf;
@@ -15,25 +16,29 @@ use crate::shelf::Shelf;
 /// every worker is busy with long runs the whole time; either way runs wait.
 pub const STALL_MS: i64 = 60_000;
 
-/// The queue's state for operators. Counts are over the whole database, so every API process
-/// and worker sharing it sees the same numbers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// `GET /queue`: runs waiting for a worker and whether any worker is taking them.
+// The API serves this type as it is (`QueueOut` in `/openapi.json`). Counts are over the whole
+// database, so every API process and worker sharing it sees the same numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = QueueOut)]
 pub struct QueueReport {
+    /// Queued runs, due or not.
     pub queued: u64,
-    /// Queued runs whose due time has come.
+    /// Queued runs whose due time has come (a delayed retry is queued but not yet due).
     pub due: u64,
     pub running: u64,
-    /// Running runs whose lease lapsed (their executor died or was cut off): a worker
-    /// reclaims them.
+    /// Running runs whose lease lapsed (their executor died or was cut off); a worker reclaims
+    /// them.
     pub expired_leases: u64,
-    /// Age of the oldest due queued run or expired lease, in whole seconds; null when none.
+    /// Age in whole seconds of the oldest due queued run or expired lease; null when none.
     pub oldest_due_age_seconds: Option<u64>,
-    /// RFC 3339 time of the latest claim of a run by any worker (or in-process execution);
-    /// null if no run was ever claimed.
+    /// RFC 3339 time of the latest claim of a run by any worker or in-process execution; null
+    /// if no run was ever claimed.
     pub last_claim_at: Option<String>,
     /// Whether a run was claimed within the last 60 s.
     pub workers_seen_recently: bool,
-    /// Set when runs have been due for over 60 s and nothing claimed a run in that time.
+    /// Set when runs have been due for over 60 s and no run was claimed in that time; says
+    /// what to start.
     pub warning: Option<String>,
 }
 

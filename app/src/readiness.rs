@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, Statement};
 use serde::Serialize;
+use shelf_db::sql::SqlExt;
 use shelf_documents::UPLOADS_DIR;
-use shelf_engine::sql::SqlExt;
 use tokio::sync::{Mutex, watch};
 
 use crate::db::{SchemaStatus, schema_status};
@@ -236,14 +236,14 @@ impl Shelf {
     async fn evaluate_readiness(&self) -> Result<Readiness, NotReady> {
         // A process that met damage writes nothing more (`db::mark_damaged`): it cannot serve
         // writes, whatever the next full check would say.
-        if let Some(first) = shelf_engine::db::known_damage() {
+        if let Some(first) = shelf_db::known_damage() {
             return Err(not_ready(DAMAGED, first));
         }
         // Space first: on a full disk the probes fail too, and this reason says why.
         self.disk_space()
             .check()
             .map_err(|low| not_ready(LOW_SPACE, low))?;
-        let data_dir = self.settings.data_dir.clone();
+        let data_dir = self.settings.storage.data_dir.clone();
         tokio::task::spawn_blocking(move || check_storage(&data_dir))
             .await
             .map_err(|e| not_ready("data directory is not writable", e))??;
@@ -279,7 +279,7 @@ impl Shelf {
     /// The SQLite file exists, opens on a fresh connection, its schema reads, and the last full
     /// check passed; the migrations it holds, read on that connection.
     async fn check_sqlite_file(&self) -> Result<SchemaStatus, NotReady> {
-        let path = &self.settings.database_path;
+        let path = &self.settings.storage.database_path;
         match tokio::fs::metadata(path).await {
             Ok(meta) if meta.is_file() => {}
             Ok(_) => return Err(not_ready("database is missing", "not a regular file")),
@@ -317,7 +317,7 @@ impl Shelf {
         if plan != FullCheck::Reuse && !cache.full_running.swap(true, Ordering::SeqCst) {
             let flag = RunningFlag(cache.full_running.clone());
             let sender = cache.full.clone();
-            let path = self.settings.database_path.clone();
+            let path = self.settings.storage.database_path.clone();
             tokio::spawn(async move {
                 let started = Instant::now();
                 // On a task of its own, so that even a panic publishes a verdict and the

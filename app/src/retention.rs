@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use shelf_documents::PrunedRunOf;
 use shelf_engine::retention::RetentionPass;
 use shelf_engine::{EngineError, RunStore};
 use tokio_util::sync::CancellationToken;
@@ -33,7 +34,16 @@ pub async fn prune(
     let mut total = 0u64;
     while !stop.is_cancelled() {
         let pruned = store
-            .prune_superseded(&mut pass, shelf_documents::pruned_run_statements)
+            .prune_superseded(&mut pass, |runs| {
+                let runs: Vec<PrunedRunOf<'_>> = runs
+                    .iter()
+                    .map(|run| PrunedRunOf {
+                        run_id: &run.id,
+                        document_id: &run.subject,
+                    })
+                    .collect();
+                shelf_documents::pruned_run_statements(&runs)
+            })
             .await?;
         if pruned == 0 {
             break;

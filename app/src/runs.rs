@@ -1,27 +1,36 @@
 //! The run object clients see: the engine's record in the shape docs/api.md ("Runs") gives,
-//! with its stages and chunk progress.
+//! with its stages and chunk progress. The API serves these types as they are (named
+//! `RunOut` and `StageOut` in `/openapi.json`), so the run has one shape outside the engine;
+//! the engine's [`RunRecord`] stays free of HTTP and differs (lease fields, no chunk counts).
 
 use serde::Serialize;
 use shelf_engine::{RunRecord, StageRecord};
+use utoipa::ToSchema;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = StageOut)]
 pub struct StageView {
     pub name: String,
     pub kind: String,
+    /// `pending`, `running`, `succeeded`, `failed`, `skipped` or `canceled`.
     pub status: String,
     pub attempts: i64,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
     pub duration_ms: Option<i64>,
     pub error: Option<String>,
-    /// Set when the stage's checkpoint was reused from an earlier run.
+    /// The run whose checkpoint this stage reused.
     pub reused_from: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A run.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = RunOut)]
 pub struct RunView {
+    /// `run_` + 16 hex digits.
     pub id: String,
     pub document_id: String,
+    /// `queued`, `running`, `succeeded`, `failed` or `canceled`.
     pub status: String,
     /// The current or last stage.
     pub stage: Option<String>,
@@ -37,6 +46,7 @@ pub struct RunView {
     pub created_at: String,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
+    /// Present on single-run responses, absent from list items.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stages: Option<Vec<StageView>>,
 }
@@ -104,5 +114,111 @@ impl RunView {
                 .collect(),
         );
         view
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::json;
+    use shelf_engine::{RunStatus, StageStatus};
+
+    use super::*;
+
+    fn keys(value: &impl Serialize) -> BTreeSet<String> {
+        match serde_json::to_value(value) {
+            Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+            other => panic!("not an object: {other:?}"),
+        }
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    fn run() -> RunRecord {
+        RunRecord {
+            id: "run_1".into(),
+            subject: "doc_1".into(),
+            pipeline: "default".into(),
+            pipeline_sha256: "0".repeat(64),
+            pipeline_yaml: String::new(),
+            input: json!({}),
+            status: RunStatus::Queued,
+            stage: None,
+            error: None,
+            attempt: 1,
+            retry_of: None,
+            cancel_requested: false,
+            due_at: 0,
+            lease_owner: None,
+            lease_token: 0,
+            claims: 0,
+            reclaims: 0,
+            created_at: "2026-11-25T00:00:00Z".into(),
+            started_at: None,
+            finished_at: None,
+            enqueued_at: 0,
+            trace_parent: None,
+        }
+    }
+
+    fn stage() -> StageRecord {
+        StageRecord {
+            name: "clean".into(),
+            kind: "clean".into(),
+            position: 0,
+            status: StageStatus::Pending,
+            attempts: 0,
+            output: None,
+            error: None,
+            reused_from: None,
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+        }
+    }
+
+    /// The engine's records and these views differ on purpose (leases and queue bookkeeping
+    /// stay in the engine; chunk counts and stages are derived here), so they are two types.
+    /// A field added to either side must be placed: shown (mapped in `summary`/`detail`), or
+    /// named below as the engine's own. Either list failing means one side grew alone.
+    #[test]
+    fn every_record_field_is_shown_or_named_engine_only() {
+        let engine_only = set(&[
+            "input",
+            "due_at",
+            "lease_owner",
+            "lease_token",
+            "claims",
+            "reclaims",
+            "enqueued_at",
+        ]);
+        let renamed = [("subject", "document_id")];
+        let derived = set(&[
+            "total_chunks",
+            "completed_chunks",
+            "failed_chunks",
+            "stages",
+        ]);
+        let record = keys(&run());
+        let view = keys(&RunView::detail(&run(), &[stage()], &[]));
+        let mut expected: BTreeSet<String> = record
+            .difference(&engine_only)
+            .map(|k| {
+                renamed
+                    .iter()
+                    .find(|(from, _)| from == k)
+                    .map_or(k.clone(), |(_, to)| to.to_string())
+            })
+            .collect();
+        expected.extend(derived);
+        assert_eq!(view, expected, "RunRecord and RunView drifted apart");
+
+        let stage_only = set(&["position"]);
+        let expected: BTreeSet<String> = keys(&stage()).difference(&stage_only).cloned().collect();
+        let shown = keys(&RunView::detail(&run(), &[stage()], &[]).stages.unwrap()[0]);
+        assert_eq!(shown, expected, "StageRecord and StageView drifted apart");
     }
 }

@@ -17,7 +17,7 @@ use shelf_engine::{
 };
 use shelf_stages::StageDeps;
 use shelf_stages::chunk::ChunkSettings;
-use shelf_stages::correct::{CorrectionMode, CorrectionSettings};
+use shelf_stages::correct::CorrectionSettings;
 use shelf_stages::extract::{ExtractionSettings, Limits};
 use shelf_stages::ocr::{OcrSettings, OcrStageSettings};
 use tokio_util::sync::CancellationToken;
@@ -79,65 +79,69 @@ impl Shelf {
     /// so `shelf api`, `shelf worker` and `shelf import` work on a new data directory. A
     /// database written by a newer Shelf is refused.
     pub async fn open(settings: Settings) -> Result<Shelf, AppError> {
-        let db = db::connect_settings(&settings, settings.database_max_connections).await?;
+        let db = db::connect_settings(&settings, settings.storage.database_max_connections).await?;
         db::migrate(&db).await?;
         Ok(Self::assemble(settings, db))
     }
 
     fn assemble(settings: Settings, db: DatabaseConnection) -> Shelf {
-        let documents = DocumentStore::new(db.clone(), settings.data_dir.clone());
+        let documents = DocumentStore::new(db.clone(), settings.storage.data_dir.clone());
         let extraction = ExtractionSettings {
-            max_bytes: settings.extract_max_bytes,
+            max_bytes: settings.extract.max_bytes,
             limits: Limits {
-                timeout: Duration::from_secs(settings.extract_timeout_seconds),
-                universal_max_input_bytes: settings.universal_max_input_bytes,
-                universal_timeout: Duration::from_secs(settings.universal_timeout_seconds),
+                timeout: Duration::from_secs(settings.extract.timeout_seconds),
+                universal_max_input_bytes: settings.extract.universal_max_input_bytes,
+                universal_timeout: Duration::from_secs(settings.extract.universal_timeout_seconds),
                 ..Limits::default()
             },
-            cache: settings.extract_cache,
+            cache: settings.extract.cache,
         };
         let deps = StageDeps {
             documents: documents.clone(),
             provider: crate::providers::from_settings(&settings),
             chunking: ChunkSettings {
-                target_chars: settings.chunk_target_chars,
-                overlap_chars: settings.chunk_overlap_chars,
+                target_chars: settings.chunking.target_chars,
+                overlap_chars: settings.chunking.overlap_chars,
             },
-            llm_concurrency: settings.llm_max_concurrency,
+            llm_concurrency: settings.llm.max_concurrency,
             extraction: extraction.clone(),
             ocr: OcrStageSettings {
                 recognition: OcrSettings {
-                    languages: settings.ocr_languages.clone(),
-                    pdf_dpi: settings.ocr_pdf_dpi,
-                    page_timeout: Duration::from_secs(settings.ocr_timeout_seconds),
-                    rotation_retry: settings.ocr_rotation_retry,
-                    low_confidence_threshold: settings.ocr_low_confidence_threshold as f32,
+                    languages: settings.ocr.languages.clone(),
+                    pdf_dpi: settings.ocr.pdf_dpi,
+                    page_timeout: Duration::from_secs(settings.ocr.timeout_seconds),
+                    rotation_retry: settings.ocr.rotation_retry,
+                    low_confidence_threshold: settings.ocr.low_confidence_threshold as f32,
                     ..OcrSettings::default()
                 },
-                page_concurrency: settings.ocr_page_concurrency,
-                max_pages: settings.ocr_pdf_max_pages,
-                fail_on_page_error: settings.ocr_fail_on_page_error,
-                preserve_page_images: settings.ocr_preserve_page_images,
+                page_concurrency: settings.ocr.page_concurrency,
+                max_pages: settings.ocr.pdf_max_pages,
+                fail_on_page_error: settings.ocr.fail_on_page_error,
+                preserve_page_images: settings.ocr.preserve_page_images,
             },
             correction: CorrectionSettings {
-                mode: CorrectionMode::parse(&settings.ocr_llm_correction).unwrap_or_default(),
-                model: settings.ocr_llm_model.clone(),
-                low_confidence_threshold: settings.ocr_low_confidence_threshold,
+                mode: settings.ocr.llm_correction,
+                model: settings.ocr.llm_model.clone(),
+                low_confidence_threshold: settings.ocr.low_confidence_threshold,
             },
-            cleaning_prompt_version: settings.cleaning_prompt_version.clone(),
-            classification_prompt_version: settings.classification_prompt_version.clone(),
+            cleaning_prompt_version: settings.llm.cleaning_prompt_version.as_str().to_string(),
+            classification_prompt_version: settings
+                .llm
+                .classification_prompt_version
+                .as_str()
+                .to_string(),
         };
         let config = EngineConfig {
-            lease: Duration::from_secs(settings.worker_lease_seconds),
-            heartbeat: Duration::from_millis(settings.worker_heartbeat_ms),
-            max_reclaims: settings.worker_max_reclaims,
+            lease: Duration::from_secs(settings.worker.lease_seconds),
+            heartbeat: Duration::from_millis(settings.worker.heartbeat_ms),
+            max_reclaims: settings.worker.max_reclaims,
         };
         let metrics = Metrics::new(TokenPrices::from_settings(&settings));
         // The configured provider's series exist from the start, at 0 (see docs/operations.md).
         shelf_stages::metrics::declare_llm_provider(deps.provider.name());
         metrics.watch_free_space(crate::disk::DiskSpace::of(&settings));
         let readiness = Arc::new(crate::readiness::ReadinessCache::new(Duration::from_secs(
-            settings.ready_full_check_seconds,
+            settings.storage.ready_full_check_seconds,
         )));
         let engine = Engine::new(
             RunStore::new(db.clone(), config.lease),
@@ -163,7 +167,7 @@ impl Shelf {
     pub fn pipeline_source(&self, name: &str) -> Result<PipelineSource, AppError> {
         Ok(pipelines::find(
             name,
-            self.settings.pipelines_dir.as_deref(),
+            self.settings.pipeline.dir.as_deref(),
         )?)
     }
 
@@ -244,7 +248,7 @@ impl Shelf {
         // A first look, for a 404 before the pipeline is loaded; the check that counts is in
         // the run's creating transaction (`submit_run`).
         self.documents.get(document_id).await?;
-        let pipeline = self.load_pipeline(pipeline.unwrap_or(&self.settings.pipeline))?;
+        let pipeline = self.load_pipeline(pipeline.unwrap_or(&self.settings.pipeline.name))?;
         if mode == ProcessingMode::Process {
             // Refused before a run is created: nothing is left queued by a refusal.
             self.admit_new_work()?;
@@ -400,7 +404,7 @@ impl Shelf {
     pub async fn prune_runs_periodically(&self, shutdown: CancellationToken) {
         crate::retention::prune_periodically(
             self.engine.store().clone(),
-            self.settings.run_retention,
+            self.settings.storage.run_retention,
             shutdown,
         )
         .await;
@@ -410,7 +414,7 @@ impl Shelf {
     /// writes to is below `SHELF_MIN_FREE_BYTES` (`crate::disk`), and resumes by itself.
     pub async fn work(&self, concurrency: usize, shutdown: CancellationToken) {
         let mut config = WorkerConfig::new(concurrency);
-        config.poll_interval = Duration::from_millis(self.settings.worker_poll_ms.max(1));
+        config.poll_interval = Duration::from_millis(self.settings.worker.poll_ms.max(1));
         Worker::new(self.engine.clone(), config)
             .with_gate(self.claim_gate())
             .run(shutdown)

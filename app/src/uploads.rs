@@ -9,9 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use sea_orm::{DatabaseConnection, Statement};
+use sea_orm::DatabaseConnection;
 use serde::Serialize;
-use shelf_engine::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 
 use sha2::{Digest, Sha256};
 use shelf_documents::ids::SNIFF_BYTES;
@@ -44,6 +44,23 @@ pub enum UploadError {
 impl From<std::io::Error> for UploadError {
     fn from(e: std::io::Error) -> Self {
         UploadError::Documents(DocumentsError::Io(e))
+    }
+}
+
+impl UploadError {
+    /// The code of the table (`shelf_documents::codes`) this error answers with. An upload's
+    /// internal failure is `ingest_failed` (a damaged database or a full disk keeps its own).
+    pub fn error_code(&self) -> shelf_documents::ErrorCode {
+        use shelf_documents::ErrorCode;
+        match self {
+            UploadError::TooLarge { .. } => ErrorCode::UploadTooLarge,
+            UploadError::BatchTooLarge { .. } => ErrorCode::BatchTooLarge,
+            UploadError::InsufficientStorage(_) => ErrorCode::InsufficientStorage,
+            UploadError::Documents(e) => match e.error_code() {
+                ErrorCode::ServerError => ErrorCode::IngestFailed,
+                other => other,
+            },
+        }
     }
 }
 
@@ -446,13 +463,8 @@ async fn walk_leftovers_blocking(
 /// Whether a document row with this id exists; an unreadable answer counts as yes, so a
 /// database that cannot say keeps every file.
 async fn row_exists(db: &impl sea_orm::ConnectionTrait, id: &str) -> bool {
-    let query = Statement::from_sql_and_values(
-        sea_orm::DbBackend::Sqlite,
-        "SELECT 1 FROM documents WHERE id = ?",
-        [id.to_string().into()],
-    );
-    match db.query_one_sql(query).await {
-        Ok(found) => found.is_some(),
+    match shelf_documents::document_exists(db, id).await {
+        Ok(found) => found,
         Err(error) => {
             tracing::warn!(document_id = %id, %error, "cannot check an upload leftover's row; kept");
             true
@@ -484,9 +496,7 @@ pub async fn find_leftovers(
 /// holds from making the directory to committing the row: the check and the removal cannot
 /// fall between the two. `remove_dir` never removes a directory that holds anything.
 async fn remove_empty_dir(db: &DatabaseConnection, id: &str, path: &Path) -> Result<bool, String> {
-    let txn = shelf_engine::db::begin_write(db)
-        .await
-        .map_err(|e| e.to_string())?;
+    let txn = shelf_db::begin_write(db).await.map_err(|e| e.to_string())?;
     if let Some(lock) = lock_document_statement(db.get_database_backend(), id) {
         txn.execute_sql(lock).await.map_err(|e| e.to_string())?;
     }

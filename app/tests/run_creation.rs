@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, Database, DbBackend, Statement, TransactionTrait};
-use shelf_app::engine::sql::SqlExt;
 use shelf_app::{ProcessingMode, Settings, Shelf};
+use shelf_db::sql::SqlExt;
 use tempfile::TempDir;
 
 /// A Shelf on a new data directory: its SQLite file, or a fresh PostgreSQL database.
@@ -82,7 +82,7 @@ async fn deleted_between_the_check_and_the_insert(postgres: Option<String>) {
     let id = ingest(&dir, &shelf, "a document about to go\n").await;
     shelf.document(&id).await.expect("the check finds it");
     let pipeline = shelf
-        .load_pipeline(&shelf.settings.pipeline)
+        .load_pipeline(&shelf.settings.pipeline.name)
         .expect("pipeline");
     shelf.delete_document(&id).await.expect("delete");
     let err = shelf
@@ -187,7 +187,7 @@ async fn a_run_creation_waits_for_a_delete_in_flight_and_finds_the_document_gone
     // The delete, as `DocumentStore::delete` runs it, paused after its lock.
     let other = Database::connect(url).await.expect("connect");
     let delete = other.begin().await.expect("begin");
-    let lock = shelf_app::documents::lock_document_statement(DbBackend::Postgres, &id)
+    let lock = shelf_documents::lock_document_statement(DbBackend::Postgres, &id)
         .expect("a lock on PostgreSQL");
     delete.execute_sql(lock).await.expect("lock");
 
@@ -197,7 +197,11 @@ async fn a_run_creation_waits_for_a_delete_in_flight_and_finds_the_document_gone
         tokio::spawn(async move { shelf.process(&id, None, ProcessingMode::Queue).await })
     };
     until_blocked_on_a_lock(&other).await;
-    for statement in shelf_app::documents::delete_statements(&id, pk) {
+    // As `Shelf::delete_document` composes it: the engine's runs first, then the document.
+    let statements = shelf_engine::subject_sql::delete_runs_of(&id)
+        .into_iter()
+        .chain(shelf_documents::delete_statements(&id, pk));
+    for statement in statements {
         delete.execute_sql(statement).await.expect("delete");
     }
     delete.commit().await.expect("commit");

@@ -33,8 +33,8 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// `quiet_default` is the level for one-shot commands when `SHELF_LOG_LEVEL` is not set; `json`
 /// says how a configuration error is reported.
 pub fn init(settings: &Settings, quiet_default: bool, json: bool) -> Result<(), Failure> {
-    let level = if settings.log_level_set || !quiet_default {
-        settings.log_level.clone()
+    let level = if settings.logging.level_set || !quiet_default {
+        settings.logging.level.clone()
     } else {
         "warn".to_string()
     };
@@ -49,13 +49,13 @@ pub fn init(settings: &Settings, quiet_default: bool, json: bool) -> Result<(), 
     })?;
     let writer = RedactingMakeWriter::new(std::io::stderr, Redactor::new(settings.secrets()));
     let fmt = tracing_subscriber::fmt::layer()
-        .with_ansi(settings.log_format == LogFormat::Text && std::io::stderr().is_terminal())
+        .with_ansi(settings.logging.format == LogFormat::Text && std::io::stderr().is_terminal())
         .with_writer(writer);
-    let fmt = match settings.log_format {
+    let fmt = match settings.logging.format {
         LogFormat::Json => fmt.json().with_filter(filter).boxed(),
         LogFormat::Text => fmt.with_filter(filter).boxed(),
     };
-    let otel = if settings.otel_enabled {
+    let otel = if settings.logging.otel_enabled {
         Some(otel_layer(settings).map_err(|detail| configuration(json, detail))?)
     } else {
         None
@@ -78,8 +78,15 @@ fn otel_layer<S>(settings: &Settings) -> Result<Box<dyn Layer<S> + Send + Sync>,
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a> + Send + Sync,
 {
-    let endpoint = traces_endpoint(settings.otel_endpoint.as_deref().unwrap_or_default());
+    let endpoint = traces_endpoint(
+        settings
+            .logging
+            .otel_endpoint
+            .as_deref()
+            .unwrap_or_default(),
+    );
     let headers: HashMap<String, String> = settings
+        .logging
         .otel_headers
         .iter()
         .map(|(k, v)| (k.clone(), v.expose().to_string()))
@@ -99,7 +106,7 @@ where
         .with_span_processor(processor)
         .with_resource(
             Resource::builder()
-                .with_service_name(settings.otel_service_name.clone())
+                .with_service_name(settings.logging.otel_service_name.clone())
                 .build(),
         )
         .build();

@@ -109,7 +109,7 @@ fn main() -> ExitCode {
     });
     // A command that met a damaged database exits 4, whatever else went wrong with it, so
     // scripts can tell "restore from a backup" from an ordinary failure.
-    let damaged = shelf_app::engine::db::known_damage().is_some();
+    let damaged = shelf_db::known_damage().is_some();
     match result {
         Ok(code) if damaged && code != ExitCode::SUCCESS => {
             ExitCode::from(output::EXIT_DATABASE_CORRUPT)

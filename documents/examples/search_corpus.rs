@@ -59,10 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // SHELF_DATABASE_URL loads a PostgreSQL database instead (the data directory still holds
     // the uploaded files).
     let db = match std::env::var("SHELF_DATABASE_URL") {
-        Ok(url) => {
-            shelf_engine::db::connect_target(&shelf_engine::db::DatabaseTarget::Postgres(url), 2)
-                .await?
-        }
+        Ok(url) => shelf_db::connect_target(&shelf_db::DatabaseTarget::Postgres(url), 2).await?,
         Err(_) => {
             let options = SqliteConnectOptions::new()
                 .filename(data_dir.join("shelf.sqlite"))

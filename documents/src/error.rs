@@ -1,11 +1,13 @@
 //! The crate's one error type: user errors (bad input, refused files, unknown ids) are kept
-//! apart from internal failures (I/O, database) so callers can map them to stable codes.
+//! apart from internal failures (I/O, database), each mapped to its code of [`crate::codes`].
 
 use std::fmt;
 
+use crate::codes::ErrorCode;
+
 /// Everything that can go wrong in the document domain.
 ///
-/// User errors carry typed context and a stable [`code`](DocumentsError::code); internal
+/// User errors carry typed context and a stable [`code`](DocumentsError::error_code); internal
 /// errors ([`Io`](DocumentsError::Io), [`Db`](DocumentsError::Db),
 /// [`Corrupt`](DocumentsError::Corrupt)) must be reported generically by callers.
 #[derive(Debug, thiserror::Error)]
@@ -66,9 +68,9 @@ pub enum DocumentsError {
 
 impl From<sea_orm::DbErr> for DocumentsError {
     /// The first corrupt error of the process latches its damage
-    /// (`shelf_engine::db::note_if_corrupt`): no more writes go into a damaged database.
+    /// (`shelf_db::note_if_corrupt`): no more writes go into a damaged database.
     fn from(e: sea_orm::DbErr) -> Self {
-        shelf_engine::db::note_if_corrupt(&e);
+        shelf_db::note_if_corrupt(&e);
         DocumentsError::Db(e)
     }
 }
@@ -95,35 +97,43 @@ impl fmt::Display for ErrorKind {
 }
 
 impl DocumentsError {
-    /// The stable machine-readable code of docs/errors.md's table. Internal errors answer
-    /// `server_error` (`database_corrupt` for a damaged database); ingest callers replace
-    /// `server_error` with `ingest_failed`.
-    pub fn code(&self) -> &'static str {
+    /// The code of [`ErrorCode`]'s table this error answers with. Internal errors answer
+    /// `server_error` (`database_corrupt` for a damaged database, `insufficient_storage` for a
+    /// full disk); ingest callers replace `server_error` with `ingest_failed`.
+    pub fn error_code(&self) -> ErrorCode {
         match self {
-            DocumentsError::NotFound { .. } | DocumentsError::NoContent { .. } => "not_found",
+            DocumentsError::NotFound { .. } | DocumentsError::NoContent { .. } => {
+                ErrorCode::NotFound
+            }
             DocumentsError::UnsupportedFileType { .. } | DocumentsError::BinaryContent => {
-                "unsupported_file_type"
+                ErrorCode::UnsupportedFileType
             }
-            DocumentsError::ArchiveNotSupported { .. } => "archive_not_supported",
-            DocumentsError::EmptyFile => "empty_file",
-            DocumentsError::InvalidPath { .. } => "invalid_import_path",
-            DocumentsError::SourceChanged { .. } => "source_changed",
-            DocumentsError::SearchQueryTooLarge { .. } => "search_query_too_large",
-            DocumentsError::InvalidSearchQuery => "invalid_search_query",
-            DocumentsError::InvalidSearchWindow => "invalid_search_window",
-            DocumentsError::InvalidTimestamp { .. } => "validation_error",
-            DocumentsError::InvalidDocumentStatus { .. } => "invalid_document_status",
-            DocumentsError::InvalidSearchScope { .. } => "invalid_search_scope",
-            DocumentsError::Db(e) if shelf_engine::db::is_corrupt_db(e) => "database_corrupt",
+            DocumentsError::ArchiveNotSupported { .. } => ErrorCode::ArchiveNotSupported,
+            DocumentsError::EmptyFile => ErrorCode::EmptyFile,
+            DocumentsError::InvalidPath { .. } => ErrorCode::InvalidImportPath,
+            DocumentsError::SourceChanged { .. } => ErrorCode::SourceChanged,
+            DocumentsError::SearchQueryTooLarge { .. } => ErrorCode::SearchQueryTooLarge,
+            DocumentsError::InvalidSearchQuery => ErrorCode::InvalidSearchQuery,
+            DocumentsError::InvalidSearchWindow => ErrorCode::InvalidSearchWindow,
+            DocumentsError::InvalidTimestamp { .. } => ErrorCode::ValidationError,
+            DocumentsError::InvalidDocumentStatus { .. } => ErrorCode::InvalidDocumentStatus,
+            DocumentsError::InvalidSearchScope { .. } => ErrorCode::InvalidSearchScope,
+            DocumentsError::Db(e) if shelf_db::is_corrupt_db(e) => ErrorCode::DatabaseCorrupt,
             // A full disk is the operator's to fix, not an internal error.
-            DocumentsError::Io(e) if shelf_engine::db::is_storage_full_io(e) => {
-                "insufficient_storage"
+            DocumentsError::Io(e) if shelf_db::is_storage_full_io(e) => {
+                ErrorCode::InsufficientStorage
             }
-            DocumentsError::Db(e) if shelf_engine::db::is_storage_full(e) => "insufficient_storage",
+            DocumentsError::Db(e) if shelf_db::is_storage_full(e) => ErrorCode::InsufficientStorage,
             DocumentsError::Io(_) | DocumentsError::Db(_) | DocumentsError::Corrupt { .. } => {
-                "server_error"
+                ErrorCode::ServerError
             }
         }
+    }
+
+    /// [`error_code`](Self::error_code) as its string: what the CLI prints and what a failed
+    /// stage records.
+    pub fn code(&self) -> &'static str {
+        self.error_code().as_str()
     }
 
     /// User error or internal failure.

@@ -4,7 +4,7 @@
 //! transcript segments.
 
 use sea_orm::{ConnectionTrait, Statement};
-use shelf_engine::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 use shelf_extractors::{Extraction, Segment};
 
 use crate::error::{DocumentsError, Result};

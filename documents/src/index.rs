@@ -5,7 +5,7 @@
 //! `tsvector`s are computed from them. The same statements run on both backends.
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
-use shelf_engine::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 
 use crate::error::{DocumentsError, Result};
 use crate::sql::{begin_immediate, stmt};

@@ -15,7 +15,9 @@
 //! - Deleting a document whose upload boundary is symlinked is refused before anything is
 //!   removed, so no file is orphaned.
 
+pub mod catalog;
 pub mod citations;
+pub mod codes;
 pub mod dewey;
 pub mod error;
 pub mod extractions;
@@ -32,7 +34,9 @@ mod sql;
 pub mod store;
 pub mod texts;
 
+pub use catalog::{document_exists, stored_classifications};
 pub use citations::{CitationStrategy, TranscriptCitation, cite};
+pub use codes::{ErrorCode, HttpStatus};
 pub use error::{DocumentsError, ErrorKind, Result};
 pub use extractions::{
     cache_extraction, cache_extraction_statement, cached_extraction, put_segments_statements,
@@ -50,12 +54,12 @@ pub use index::{
 };
 pub use model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
 pub use pages::{ListedPage, PageListing, PageRecord, PageSource, PageSummary};
-pub use paths::{STAGING_DIR, TRASH_DIR, UPLOADS_DIR};
-pub use retention::pruned_run_statements;
+pub use paths::{DataDir, STAGING_DIR, TRASH_DIR, UPLOADS_DIR};
+pub use retention::{PrunedRunOf, pruned_run_statements};
 pub use search::{
-    FacetCount, MatchMode, NormalizedQuery, SearchBody, SearchFacets, SearchHit, SearchIds,
-    SearchPage, SearchRequest, SearchScope, normalize_query, parse_timestamp, search_facets,
-    search_ids, search_results,
+    FacetCount, MatchMode, NormalizedQuery, STOP_WORDS, SearchBody, SearchFacets, SearchHit,
+    SearchIds, SearchPage, SearchRequest, SearchScope, normalize_query, parse_timestamp,
+    search_facets, search_ids, search_results,
 };
 pub use sql::{format_timestamp, lock_document_statement, now_timestamp};
 pub use store::{

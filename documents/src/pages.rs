@@ -7,7 +7,8 @@
 //! newest run's, and a pruned run's records go with it (retention). During a run every write of
 //! them is fenced by the stage's lease (the statement builders here, handed to the engine).
 
-use shelf_engine::sql::SqlExt;
+use shelf_db::SqlFragment;
+use shelf_db::sql::SqlExt;
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Statement, Value};
 use serde::{Deserialize, Serialize};
@@ -274,12 +275,15 @@ pub async fn run_pages(
 
 /// The page records of the document's latest run that has any, without text; `failures_only`
 /// keeps failed pages and pages with an error or warnings. `not_found` for an unknown document.
+/// `run_order` gives the `ORDER BY` keys putting the runs whose ids a column holds newest
+/// first (the engine's `subject_sql::run_created_order`).
 pub async fn page_listing(
     conn: &impl ConnectionTrait,
     document_id: &str,
     limit: u64,
     offset: u64,
     failures_only: bool,
+    run_order: impl Fn(&str) -> SqlFragment,
 ) -> Result<PageListing> {
     if find_document(conn, document_id).await?.is_none() {
         return Err(DocumentsError::NotFound {
@@ -297,15 +301,15 @@ pub async fn page_listing(
     };
     // Latest by the run's creation (then its insertion order); records of a run whose row is
     // gone count as oldest.
-    let latest = conn
-        .query_one_sql(stmt(
-            "SELECT p.run_id FROM (SELECT DISTINCT run_id FROM document_pages \
-             WHERE document_id = ?) p LEFT JOIN runs r ON r.id = p.run_id \
-             ORDER BY r.created_at IS NULL, r.created_at DESC, r.rowid DESC, p.run_id DESC \
-             LIMIT 1",
-            [document_id.to_string().into()],
-        ))
-        .await?;
+    let mut latest = SqlFragment::new(
+        "SELECT p.run_id FROM (SELECT DISTINCT run_id FROM document_pages \
+         WHERE document_id = ?) p ORDER BY ",
+        [document_id.to_string().into()],
+    );
+    latest
+        .push_fragment(&run_order("p.run_id"))
+        .push(", p.run_id DESC LIMIT 1", []);
+    let latest = conn.query_one_sql(latest.into_statement()).await?;
     let Some(latest) = latest else {
         return Ok(listing);
     };

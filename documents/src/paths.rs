@@ -1,5 +1,6 @@
-//! Path boundary checks for files Shelf owns under the data directory: no symlinked
-//! `uploads` directory, no symlinked parents, and the fixed layout `uploads/<id>/<name>`.
+//! The data directory's layout (`DataDir`, the one place its names are spelled) and the path
+//! boundary checks for files Shelf owns under it: no symlinked `uploads` directory, no
+//! symlinked parents, and the fixed layout `uploads/<id>/<name>`.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,86 @@ pub const STAGING_DIR: &str = ".staging";
 pub const PAGE_IMAGES_DIR: &str = "page-images";
 /// Directory (under `uploads`) that holds a deleted document's files until removal.
 pub const TRASH_DIR: &str = ".trash";
+/// The SQLite database file, unless `SHELF_DATABASE_PATH` puts it elsewhere.
+pub const DATABASE_FILE: &str = "shelf.sqlite";
+/// The lock file maintenance commands and backups hold (`flock`).
+pub const LOCK_FILE: &str = "shelf.lock";
+/// Directory of directory-import outputs in `workspace` mode.
+pub const CONVERTED_DIR: &str = "converted";
+/// Directory of `shelf import`'s hot-folder manifests.
+pub const HOT_FOLDERS_DIR: &str = "hot-folders";
+
+/// The layout of the data directory, in one place: every file and directory Shelf keeps
+/// under it is named by a method here (the names are the constants above).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataDir {
+    root: PathBuf,
+}
+
+impl DataDir {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        DataDir { root: root.into() }
+    }
+
+    /// The data directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<data_dir>/uploads`: one directory per document.
+    pub fn uploads(&self) -> PathBuf {
+        self.root.join(UPLOADS_DIR)
+    }
+
+    /// `<data_dir>/uploads/.staging`, where incoming uploads are written.
+    pub fn staging(&self) -> PathBuf {
+        self.uploads().join(STAGING_DIR)
+    }
+
+    /// `<data_dir>/uploads/.trash`, deleted documents' files until removal.
+    pub fn trash(&self) -> PathBuf {
+        self.uploads().join(TRASH_DIR)
+    }
+
+    /// `<data_dir>/page-images`.
+    pub fn page_images(&self) -> PathBuf {
+        self.root.join(PAGE_IMAGES_DIR)
+    }
+
+    /// `<data_dir>/page-images/<id>`: one document's kept OCR page images.
+    pub fn document_page_images(&self, id: &str) -> PathBuf {
+        join_all(&self.root, &[PAGE_IMAGES_DIR, id])
+    }
+
+    /// `page-NNNN.png`: the name of a kept page image in its document's directory.
+    pub fn page_image_name(number: u32) -> String {
+        format!("page-{number:04}.png")
+    }
+
+    /// `<data_dir>/shelf.sqlite`: the default SQLite database file.
+    pub fn database_file(&self) -> PathBuf {
+        self.root.join(DATABASE_FILE)
+    }
+
+    /// `<data_dir>/shelf.lock`.
+    pub fn lock_file(&self) -> PathBuf {
+        self.root.join(LOCK_FILE)
+    }
+
+    /// `<data_dir>/converted`: directory-import outputs in `workspace` mode.
+    pub fn converted(&self) -> PathBuf {
+        self.root.join(CONVERTED_DIR)
+    }
+
+    /// `<data_dir>/hot-folders`: `shelf import`'s default manifests.
+    pub fn hot_folders(&self) -> PathBuf {
+        self.root.join(HOT_FOLDERS_DIR)
+    }
+
+    /// The directories a workspace backup carries besides the database (`shelf admin
+    /// workspace-backup`); both hold only files Shelf wrote.
+    pub const MANAGED_DIRS: [&'static str; 2] = [UPLOADS_DIR, PAGE_IMAGES_DIR];
+}
 
 /// Refuses when an existing component of `base/components...` (below `base`, which is
 /// trusted configuration) is a symlink (`InvalidPath`), or fails when an existing intermediate
@@ -102,6 +183,25 @@ pub(crate) fn join_all(base: &Path, components: &[&str]) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_layout_is_the_documented_one() {
+        let d = DataDir::new("/d");
+        assert_eq!(d.root(), Path::new("/d"));
+        assert_eq!(d.uploads(), Path::new("/d/uploads"));
+        assert_eq!(d.staging(), Path::new("/d/uploads/.staging"));
+        assert_eq!(d.trash(), Path::new("/d/uploads/.trash"));
+        assert_eq!(d.page_images(), Path::new("/d/page-images"));
+        assert_eq!(
+            d.document_page_images("doc_1"),
+            Path::new("/d/page-images/doc_1")
+        );
+        assert_eq!(DataDir::page_image_name(7), "page-0007.png");
+        assert_eq!(d.database_file(), Path::new("/d/shelf.sqlite"));
+        assert_eq!(d.lock_file(), Path::new("/d/shelf.lock"));
+        assert_eq!(d.converted(), Path::new("/d/converted"));
+        assert_eq!(d.hot_folders(), Path::new("/d/hot-folders"));
+    }
 
     #[test]
     fn upload_layout_is_strict() {

@@ -6,25 +6,32 @@
 //! are the document's current index: none of them is touched here.
 
 use sea_orm::{Statement, Value};
-use shelf_engine::retention::PrunedRun;
 
 use crate::sql::stmt;
+
+/// A run the engine prunes, as this crate sees it: the run's id and its document (the run's
+/// subject).
+#[derive(Debug, Clone, Copy)]
+pub struct PrunedRunOf<'a> {
+    pub run_id: &'a str,
+    pub document_id: &'a str,
+}
 
 /// Deletes the texts and page records of `runs`. Both tables are keyed by document first
 /// (`document_texts_document`, the page records' primary key), so naming the documents turns
 /// each delete into index lookups instead of a scan of every text.
-pub fn pruned_run_statements(runs: &[PrunedRun]) -> Vec<Statement> {
+pub fn pruned_run_statements(runs: &[PrunedRunOf<'_>]) -> Vec<Statement> {
     if runs.is_empty() {
         return Vec::new();
     }
-    let mut documents: Vec<&str> = runs.iter().map(|r| r.subject.as_str()).collect();
+    let mut documents: Vec<&str> = runs.iter().map(|r| r.document_id).collect();
     documents.sort_unstable();
     documents.dedup();
     let values = || -> Vec<Value> {
         documents
             .iter()
             .map(|d| Value::from(d.to_string()))
-            .chain(runs.iter().map(|r| Value::from(r.id.clone())))
+            .chain(runs.iter().map(|r| Value::from(r.run_id.to_string())))
             .collect()
     };
     let condition = format!(
@@ -51,17 +58,17 @@ mod tests {
     #[test]
     fn names_each_document_once_and_every_run() {
         let runs = [
-            PrunedRun {
-                id: "run_a".into(),
-                subject: "doc_1".into(),
+            PrunedRunOf {
+                run_id: "run_a",
+                document_id: "doc_1",
             },
-            PrunedRun {
-                id: "run_b".into(),
-                subject: "doc_1".into(),
+            PrunedRunOf {
+                run_id: "run_b",
+                document_id: "doc_1",
             },
-            PrunedRun {
-                id: "run_c".into(),
-                subject: "doc_2".into(),
+            PrunedRunOf {
+                run_id: "run_c",
+                document_id: "doc_2",
             },
         ];
         let statements = pruned_run_statements(&runs);

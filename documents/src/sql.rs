@@ -6,8 +6,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryResult, Statement, Value,
 };
-use shelf_engine::db::WriteTxn;
-use shelf_engine::sql::SqlExt;
+use shelf_db::WriteTxn;
+use shelf_db::sql::SqlExt;
 
 /// First key of the documents' advisory locks ("SHLF"), so they never meet another user's
 /// two-key locks; the second key is a hash of the document id.
@@ -19,9 +19,9 @@ pub(crate) fn stmt(sql: &str, values: impl IntoIterator<Item = Value>) -> Statem
 }
 
 /// Begins a write transaction that takes the write lock at once (`BEGIN IMMEDIATE`), in the
-/// engine's queue of this process's writers (`shelf_engine::db::begin_write`).
+/// engine's queue of this process's writers (`shelf_db::begin_write`).
 pub(crate) async fn begin_immediate(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
-    shelf_engine::db::begin_write(db).await
+    shelf_db::begin_write(db).await
 }
 
 /// Serializes the transactions that ingest or delete one document, as SQLite's single writer

@@ -2,11 +2,12 @@
 //! listing, deletion with owned-file cleanup, and the statements that update a document's
 //! status and classifier results.
 
-use shelf_engine::sql::SqlExt;
-use shelf_engine::writer::Writer;
+use shelf_db::Database;
+use shelf_db::SqlFragment;
+use shelf_db::sql::SqlExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Statement, Value};
 
@@ -18,10 +19,12 @@ use crate::ids::is_document_id;
 use crate::ids::{SNIFF_BYTES, document_id, is_sha256_hex, sha256_reader};
 use crate::model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
 use crate::paths::{
-    PAGE_IMAGES_DIR, STAGING_DIR, TRASH_DIR, UPLOADS_DIR, blocking, check_no_symlinks,
+    DataDir, PAGE_IMAGES_DIR, STAGING_DIR, TRASH_DIR, UPLOADS_DIR, blocking, check_no_symlinks,
     check_no_symlinks_now, join_all, owned_upload_components,
 };
-use crate::sql::{begin_immediate, get_u64, lock_document, now_timestamp, stmt, to_i64};
+use crate::sql::{
+    begin_immediate, get_u64, lock_document, lock_document_statement, now_timestamp, stmt, to_i64,
+};
 
 /// Columns of `documents` read into a [`Document`].
 const DOCUMENT_COLUMNS: &str = "pk, id, filename, extension, sha256, byte_size, storage_path, \
@@ -33,39 +36,33 @@ const DOCUMENT_COLUMNS: &str = "pk, id, filename, extension, sha256, byte_size, 
 pub struct DocumentStore {
     pub db: DatabaseConnection,
     pub data_dir: PathBuf,
-    /// On a SQLite file, the engine's writer thread, started by the first upload.
-    writer: Arc<OnceLock<Option<Arc<Writer>>>>,
+    /// The write path of uploads (on a SQLite file, the writer thread, started by the first).
+    database: Database,
 }
 
 impl DocumentStore {
     /// A store over a migrated database and a data directory.
     pub fn new(db: DatabaseConnection, data_dir: impl Into<PathBuf>) -> Self {
         Self {
+            database: Database::new(db.clone()),
             db,
             data_dir: data_dir.into(),
-            writer: Arc::default(),
         }
-    }
-
-    fn writer(&self) -> Option<&Arc<Writer>> {
-        self.writer
-            .get_or_init(|| shelf_engine::db::writer_for(&self.db))
-            .as_ref()
     }
 
     /// `<data_dir>/uploads`.
     pub fn uploads_dir(&self) -> PathBuf {
-        self.data_dir.join(UPLOADS_DIR)
+        DataDir::new(&self.data_dir).uploads()
     }
 
     /// `<data_dir>/uploads/.staging`, where callers write incoming uploads.
     pub fn staging_dir(&self) -> PathBuf {
-        self.uploads_dir().join(STAGING_DIR)
+        DataDir::new(&self.data_dir).staging()
     }
 
     /// `<data_dir>/page-images/<id>`, where OCR keeps a document's page images.
     pub fn page_images_dir(&self, id: &str) -> PathBuf {
-        join_all(&self.data_dir, &[PAGE_IMAGES_DIR, id])
+        DataDir::new(&self.data_dir).document_page_images(id)
     }
 
     /// Creates a document's page-image directory and returns it, refusing (`InvalidPath`) an
@@ -188,111 +185,48 @@ impl DocumentStore {
         };
         checked?;
 
-        if let Some(writer) = self.writer() {
-            return self
-                .ingest_on_writer(writer, staged, &id, &name, format, &sha256, byte_size)
-                .await;
-        }
-        let txn = begin_immediate(&self.db).await?;
-        lock_document(&txn, &id).await?;
-        if let Some(existing) = find_document(&txn, &id).await? {
-            txn.rollback().await?;
-            return Ok(Ingested {
-                document: existing,
-                duplicate: true,
-            });
-        }
-
+        // The duplicate check, the file's move into its directory and the row, as one write
+        // transaction (on SQLite one hand-off to the writer thread); the document is read back
+        // once it has committed.
         let doc_dir = join_all(&self.data_dir, &[UPLOADS_DIR, &id]);
-        let stored = async {
-            // The file work under the write lock in one trip to the blocking pool.
-            let placed = {
-                let (data_dir, staged) = (self.data_dir.clone(), staged.to_path_buf());
-                let (id, name) = (id.clone(), name.clone());
-                blocking(move || place_upload_now(&data_dir, &id, &name, &staged)).await
-            };
-            placed?;
-            let now = now_timestamp();
-            let row = NewDocument {
-                id: &id,
-                filename: &name,
-                extension: format.extension,
-                sha256: &sha256,
-                byte_size,
-                storage_path: &format!("{UPLOADS_DIR}/{id}/{name}"),
-                source_kind: SourceKind::Upload,
-                created_at: &now,
-            };
-            let document = row.insert(&txn).await?;
-            txn.commit().await?;
-            Ok::<_, DocumentsError>(document)
-        }
-        .await;
-
-        match stored {
-            Ok(document) => Ok(Ingested {
-                document,
-                duplicate: false,
-            }),
-            Err(err) => {
-                discard_upload_dir(&doc_dir, &id).await;
-                Err(err)
-            }
-        }
-    }
-
-    /// The end of [`ingest_upload`](Self::ingest_upload) on SQLite: the duplicate check, the
-    /// file's move into its directory and the row, as one transaction on the engine's writer
-    /// thread (one hand-off instead of a round trip per statement and a trip to the blocking
-    /// pool); the document is read back once it has committed.
-    #[allow(clippy::too_many_arguments)]
-    async fn ingest_on_writer(
-        &self,
-        writer: &Writer,
-        staged: &Path,
-        id: &str,
-        name: &str,
-        format: &'static Format,
-        sha256: &str,
-        byte_size: u64,
-    ) -> Result<Ingested> {
-        let doc_dir = join_all(&self.data_dir, &[UPLOADS_DIR, id]);
         let now = now_timestamp();
+        let storage_path = format!("{UPLOADS_DIR}/{id}/{name}");
         let insert = NewDocument {
-            id,
-            filename: name,
+            id: &id,
+            filename: &name,
             extension: format.extension,
-            sha256,
+            sha256: &sha256,
             byte_size,
-            storage_path: &format!("{UPLOADS_DIR}/{id}/{name}"),
+            storage_path: &storage_path,
             source_kind: SourceKind::Upload,
             created_at: &now,
         }
         .insert_statement();
-        let exists = stmt(
-            "SELECT 1 FROM documents WHERE id = ?",
-            [id.to_string().into()],
-        );
+        let lock = lock_document_statement(self.database.backend(), &id);
+        let exists = stmt("SELECT 1 FROM documents WHERE id = ?", [id.clone().into()]);
         // Set once the row is known not to exist: from then on the directory is this upload's.
         let ours = Arc::new(AtomicBool::new(false));
         let inserted = {
             let (data_dir, staged, ours) =
                 (self.data_dir.clone(), staged.to_path_buf(), ours.clone());
-            let (id, name) = (id.to_string(), name.to_string());
-            writer
-                .transaction(move |txn| -> Result<bool> {
-                    if txn.query_i64(&exists)?.is_some() {
+            let (id, name) = (id.clone(), name.clone());
+            self.database
+                .write(move |tx| -> Result<bool> {
+                    if let Some(lock) = &lock {
+                        tx.execute(lock)?;
+                    }
+                    if tx.query_i64(&exists)?.is_some() {
                         return Ok(false);
                     }
                     ours.store(true, Ordering::SeqCst);
                     place_upload_now(&data_dir, &id, &name, &staged)?;
-                    txn.execute(&insert)?;
+                    tx.execute(&insert)?;
                     Ok(true)
                 })
                 .await
         };
         let outcome = match inserted {
-            Ok(inserted) => find_document(&self.db, id)
+            Ok(inserted) => find_document(&self.db, &id)
                 .await
                 .and_then(|found| {
                     found.ok_or_else(|| DocumentsError::corrupt("inserted document vanished"))
@@ -304,7 +238,7 @@ impl DocumentStore {
             Err(err) => Err(err),
         };
         if outcome.is_err() && ours.load(Ordering::SeqCst) {
-            discard_upload_dir(&doc_dir, id).await;
+            discard_upload_dir(&doc_dir, &id).await;
         }
         outcome
     }
@@ -474,12 +408,13 @@ impl DocumentStore {
     }
 
     /// Deletes a document with everything that depends on it, in one IMMEDIATE transaction:
-    /// its search rows, texts, page records, the engine's runs (stages, parts and events
-    /// cascade) and the row itself. Owned upload files and kept page images are removed
+    /// first `dependents` (other owners' statements removing rows that hang on the document:
+    /// the app passes the engine's `subject_sql::delete_runs_of(id)`, so its runs, stages,
+    /// parts and events go), then its search rows, texts, page records and the row itself. Owned upload files and kept page images are removed
     /// afterwards; their boundaries are checked first, so a symlinked `uploads` or
     /// `page-images` directory refuses the delete (`InvalidPath`) before anything is removed.
     /// Nothing is ever created for non-upload documents.
-    pub async fn delete(&self, id: &str) -> Result<Deleted> {
+    pub async fn delete(&self, id: &str, dependents: Vec<Statement>) -> Result<Deleted> {
         let doc = self.get(id).await?;
         let owned = match doc.source_kind {
             SourceKind::Upload => {
@@ -514,7 +449,10 @@ impl DocumentStore {
             return Err(DocumentsError::NotFound { id: id.to_string() });
         };
         let pk: i64 = row.try_get("", "pk")?;
-        for statement in delete_statements(id, pk) {
+        // The dependents first: run retention locks a document's runs, then deletes their
+        // texts and page records; taking the locks in that same order here means the two wait
+        // for each other instead of deadlocking on PostgreSQL.
+        for statement in dependents.into_iter().chain(delete_statements(id, pk)) {
             txn.execute_sql(statement).await?;
         }
 
@@ -574,17 +512,12 @@ impl DocumentStore {
     }
 }
 
-/// The statements that remove a document and everything depending on it (search rows,
-/// texts, segments, page records, runs, the row). Run them inside one transaction.
+/// The statements that remove a document and the rows of this crate depending on it (search
+/// rows, texts, segments, page records, the row). Run them inside one transaction, after the
+/// statements removing other owners' rows that hang on the document (its runs: see
+/// [`DocumentStore::delete`] for the lock order).
 pub fn delete_statements(document_id: &str, pk: i64) -> Vec<Statement> {
     vec![
-        // Runs first: run retention locks a document's runs, then deletes their texts and page
-        // records; taking the locks in that same order here means the two wait for each other
-        // instead of deadlocking on PostgreSQL.
-        stmt(
-            "DELETE FROM runs WHERE subject = ?",
-            [document_id.to_string().into()],
-        ),
         // The index first, while the texts it reads are there (the texts' own trigger would
         // take it out too, one text at a time).
         crate::index::remove_statement(pk),
@@ -685,22 +618,24 @@ pub fn status_statement(document_id: &str, status: DocumentStatus) -> Statement 
 /// `UPDATE` setting a document's status after a run of it failed or was canceled: the run
 /// leaves the document as it was, so `ready` while an earlier run of it succeeded (its results
 /// stand, and what reads the document reads that run), else `otherwise` (`failed` after a
-/// failure, `ingested` after a cancel).
+/// failure, `ingested` after a cancel). `succeeded_before` is the condition "the document has
+/// a succeeded run" (the engine's `subject_sql::has_succeeded_run(document_id)`), checked
+/// inside this one statement.
 pub fn status_after_unsuccessful_run_statement(
     document_id: &str,
     otherwise: DocumentStatus,
+    succeeded_before: &SqlFragment,
 ) -> Statement {
-    stmt(
-        "UPDATE documents SET status = CASE WHEN EXISTS (SELECT 1 FROM runs \
-         WHERE subject = ? AND status = 'succeeded') THEN 'ready' ELSE ? END, updated_at = ? \
-         WHERE id = ?",
+    let mut update = SqlFragment::new("UPDATE documents SET status = CASE WHEN ", []);
+    update.push_fragment(succeeded_before).push(
+        " THEN 'ready' ELSE ? END, updated_at = ? WHERE id = ?",
         [
-            document_id.to_string().into(),
             otherwise.as_str().into(),
             now_timestamp().into(),
             document_id.to_string().into(),
         ],
-    )
+    );
+    update.into_statement()
 }
 
 struct NewDocument<'a> {

@@ -3,7 +3,8 @@
 
 use sea_orm::{ConnectionTrait, QueryResult, Statement};
 use serde::{Deserialize, Serialize};
-use shelf_engine::sql::SqlExt;
+use shelf_db::SqlFragment;
+use shelf_db::sql::SqlExt;
 
 use crate::error::{DocumentsError, Result};
 use crate::sql::{get_u64, now_timestamp, stmt, to_i64};
@@ -103,75 +104,76 @@ pub async fn latest_text(
     document_id: &str,
     kind: &str,
 ) -> Result<Option<TextRecord>> {
-    newest_text(conn, document_id, kind, false).await
+    newest_text(conn, document_id, kind, None).await
 }
 
 /// The newest text of a kind written by a succeeded run of the document: what readers of the
 /// document (its content, export, OKF) see, so a canceled or failed run's texts never show.
+/// `succeeded_runs` selects the ids of the runs whose texts count (the engine's
+/// `subject_sql::succeeded_run_ids(document_id)`: runs that succeeded and the runs their
+/// retries replayed); it runs inside the same query.
 pub async fn latest_succeeded_text(
     conn: &impl ConnectionTrait,
     document_id: &str,
     kind: &str,
+    succeeded_runs: &SqlFragment,
 ) -> Result<Option<TextRecord>> {
-    newest_text(conn, document_id, kind, true).await
+    newest_text(conn, document_id, kind, Some(succeeded_runs)).await
 }
 
-/// Keeps only texts of succeeded runs of the document (its id the one value), for `t`: a run
-/// that succeeded, or one that a succeeded retry replayed (the retry reuses its checkpoints,
-/// and so the texts they name), up the chain of retries.
-const SUCCEEDED_RUN: &str = "AND t.run_id IN (WITH RECURSIVE good (id, retry_of) AS (\
-     SELECT id, retry_of FROM runs WHERE subject = ? AND status = 'succeeded' \
-     UNION SELECT r.id, r.retry_of FROM runs r JOIN good g ON r.id = g.retry_of) \
-     SELECT id FROM good)";
+/// ` AND t.run_id IN (…)`: keeps only texts of the runs `succeeded_runs` selects.
+fn of_runs(succeeded_runs: &SqlFragment) -> SqlFragment {
+    let mut filter = SqlFragment::new(" AND t.run_id IN (", []);
+    filter.push_fragment(succeeded_runs).push(")", []);
+    filter
+}
 
 async fn newest_text(
     conn: &impl ConnectionTrait,
     document_id: &str,
     kind: &str,
-    succeeded_only: bool,
+    succeeded_runs: Option<&SqlFragment>,
 ) -> Result<Option<TextRecord>> {
-    let filter = if succeeded_only { SUCCEEDED_RUN } else { "" };
-    let sql = format!(
+    let mut query = SqlFragment::new(
         "SELECT t.id AS id, t.document_id AS document_id, t.run_id AS run_id, t.kind AS kind, \
-         t.body AS body FROM document_texts t WHERE t.document_id = ? AND t.kind = ? {filter} \
-         ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1"
+         t.body AS body FROM document_texts t WHERE t.document_id = ? AND t.kind = ?",
+        [document_id.to_string().into(), kind.to_string().into()],
     );
-    let mut values: Vec<sea_orm::Value> =
-        vec![document_id.to_string().into(), kind.to_string().into()];
-    if succeeded_only {
-        values.push(document_id.to_string().into());
+    if let Some(runs) = succeeded_runs {
+        query.push_fragment(&of_runs(runs));
     }
-    let row = conn.query_one_sql(stmt(&sql, values)).await?;
+    query.push(" ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1", []);
+    let row = conn.query_one_sql(query.into_statement()).await?;
     row.as_ref().map(text_from_row).transpose()
 }
 
 /// A page of the cleaned output of the latest succeeded run: `limit` characters from `offset` (characters).
 /// `NotFound` for an unknown document, `NoContent` when it has no cleaned output yet.
-/// Only the page is read from the database, never the whole body.
+/// Only the page is read from the database, never the whole body. `succeeded_runs` as for
+/// [`latest_succeeded_text`].
 pub async fn content_page(
     conn: &impl ConnectionTrait,
     document_id: &str,
     offset: u64,
     limit: u64,
+    succeeded_runs: &SqlFragment,
 ) -> Result<ContentPage> {
-    let row = conn
-        .query_one_sql(stmt(
-            &format!(
-                "SELECT substr(t.body, ?, ?) AS page, t.chars AS chars FROM document_texts t \
-                 WHERE t.document_id = ? AND t.kind = ? {SUCCEEDED_RUN} \
-                 ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1"
-            ),
-            [
-                // INTEGER arguments: PostgreSQL has no substr(text, bigint, bigint). No body
-                // is near 2^31 characters (both databases cap a value at about 1 GB).
-                clamp_i32(offset.saturating_add(1)).into(),
-                clamp_i32(limit).into(),
-                document_id.to_string().into(),
-                TEXT_KIND_CLEANED.into(),
-                document_id.to_string().into(),
-            ],
-        ))
-        .await?;
+    let mut query = SqlFragment::new(
+        "SELECT substr(t.body, ?, ?) AS page, t.chars AS chars FROM document_texts t \
+         WHERE t.document_id = ? AND t.kind = ?",
+        [
+            // INTEGER arguments: PostgreSQL has no substr(text, bigint, bigint). No body
+            // is near 2^31 characters (both databases cap a value at about 1 GB).
+            clamp_i32(offset.saturating_add(1)).into(),
+            clamp_i32(limit).into(),
+            document_id.to_string().into(),
+            TEXT_KIND_CLEANED.into(),
+        ],
+    );
+    query
+        .push_fragment(&of_runs(succeeded_runs))
+        .push(" ORDER BY t.created_at DESC, t.rowid DESC LIMIT 1", []);
+    let row = conn.query_one_sql(query.into_statement()).await?;
     let Some(row) = row else {
         return Err(if find_document(conn, document_id).await?.is_some() {
             DocumentsError::NoContent {

@@ -6,10 +6,11 @@
 mod common;
 
 use common::Env;
+use common::engine_sql::{delete_runs_of, run_created_order};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use shelf_db::sql::SqlExt;
 use shelf_documents::pages::{page_listing, put_page, put_pages, run_pages};
 use shelf_documents::{DocumentsError, PageRecord, PageSource};
-use shelf_engine::sql::SqlExt;
 
 /// A `runs` row as the engine would write it (only the columns these tests read matter).
 async fn add_run(db: &impl ConnectionTrait, id: &str, subject: &str, status: &str, created: &str) {
@@ -163,7 +164,7 @@ async fn writing_a_runs_records_never_touches_another_runs(env: Env) {
 on_both_backends!(the_listing_shows_the_latest_run_with_a_summary_and_filters);
 async fn the_listing_shows_the_latest_run_with_a_summary_and_filters(env: Env) {
     let db = env.db();
-    let missing = page_listing(db, "doc_0000000000000000", 10, 0, false).await;
+    let missing = page_listing(db, "doc_0000000000000000", 10, 0, false, run_created_order).await;
     assert!(matches!(missing, Err(DocumentsError::NotFound { .. })));
 
     let doc = env
@@ -171,7 +172,7 @@ async fn the_listing_shows_the_latest_run_with_a_summary_and_filters(env: Env) {
         .await
         .expect("ingest")
         .document;
-    let empty = page_listing(db, &doc.id, 10, 0, false)
+    let empty = page_listing(db, &doc.id, 10, 0, false, run_created_order)
         .await
         .expect("listing");
     assert_eq!(empty.run_id, None);
@@ -210,7 +211,7 @@ async fn the_listing_shows_the_latest_run_with_a_summary_and_filters(env: Env) {
     put_pages(db, &doc.id, "run_old", &pages)
         .await
         .expect("old");
-    let listing = page_listing(db, &doc.id, 100, 0, false)
+    let listing = page_listing(db, &doc.id, 100, 0, false, run_created_order)
         .await
         .expect("listing");
     assert_eq!(listing.run_id.as_deref(), Some("run_new"));
@@ -218,7 +219,7 @@ async fn the_listing_shows_the_latest_run_with_a_summary_and_filters(env: Env) {
 
     // Records of a run whose row is gone count as oldest.
     delete_run(db, "run_new").await;
-    let listing = page_listing(db, &doc.id, 100, 0, false)
+    let listing = page_listing(db, &doc.id, 100, 0, false, run_created_order)
         .await
         .expect("listing");
     assert_eq!(listing.run_id.as_deref(), Some("run_old"));
@@ -255,7 +256,7 @@ async fn the_listing_shows_the_latest_run_with_a_summary_and_filters(env: Env) {
     assert_eq!(first["rotation_degrees"], 90);
     assert_eq!(first["corrected"], true);
 
-    let failures = page_listing(db, &doc.id, 100, 0, true)
+    let failures = page_listing(db, &doc.id, 100, 0, true, run_created_order)
         .await
         .expect("failures");
     let numbers: Vec<u32> = failures.pages.iter().map(|p| p.number).collect();
@@ -266,11 +267,13 @@ async fn the_listing_shows_the_latest_run_with_a_summary_and_filters(env: Env) {
         "the summary ignores the filter"
     );
 
-    let paged = page_listing(db, &doc.id, 2, 3, false).await.expect("paged");
+    let paged = page_listing(db, &doc.id, 2, 3, false, run_created_order)
+        .await
+        .expect("paged");
     let numbers: Vec<u32> = paged.pages.iter().map(|p| p.number).collect();
     assert_eq!(numbers, vec![4, 5]);
     assert_eq!((paged.total, paged.limit, paged.offset), (5, 2, 3));
-    let past = page_listing(db, &doc.id, 2, 50, false)
+    let past = page_listing(db, &doc.id, 2, 50, false, run_created_order)
         .await
         .expect("past the end");
     assert!(past.pages.is_empty());
@@ -306,7 +309,10 @@ async fn deleting_a_document_removes_its_pages_and_page_images(env: Env) {
     assert_eq!(env.store.page_images_dir(&doc.id), dir);
     std::fs::write(dir.join("page-0001.png"), b"png").expect("write image");
 
-    env.store.delete(&doc.id).await.expect("delete");
+    env.store
+        .delete(&doc.id, delete_runs_of(&doc.id))
+        .await
+        .expect("delete");
     assert_eq!(page_rows(db, &doc.id).await, 0);
     assert!(!dir.exists());
     assert!(env.data_dir().join("page-images").is_dir());
@@ -338,7 +344,7 @@ async fn symlinked_page_image_boundaries_are_refused(env: Env) {
     );
     // The delete is refused before anything is removed.
     assert!(matches!(
-        env.store.delete(&doc.id).await,
+        env.store.delete(&doc.id, delete_runs_of(&doc.id)).await,
         Err(DocumentsError::InvalidPath { .. })
     ));
     assert!(env.store.get(&doc.id).await.is_ok());

@@ -4,7 +4,7 @@
 #[macro_use]
 mod common;
 
-use shelf_engine::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 use std::collections::{HashMap, HashSet};
 
 use common::Env;

@@ -8,15 +8,16 @@
 mod common;
 
 use sea_orm::{DbBackend, Statement, Value};
+use shelf_db::sql::SqlExt;
 use shelf_documents::{
     MatchMode, SearchRequest, SearchScope, TEXT_KIND_CLEANED, TEXT_KIND_RAW, TextRecord,
     cached_extraction, document_pk, index_statements, put_text, search_results,
 };
-use shelf_engine::sql::SqlExt;
 use shelf_extractors::Extraction;
 use shelf_migrations::{Migrator, MigratorTrait};
 
 use common::Env;
+use common::engine_sql::delete_runs_of;
 
 /// The migrations before the one that made the index read stored texts.
 fn steps_before_conversion() -> u32 {
@@ -460,7 +461,10 @@ async fn converting_keeps_search_answers_and_one_copy_of_each_text(env: Env) {
         ids_for("zebra").await.is_empty(),
         "a text gone takes its document out"
     );
-    env.store.delete(&horse.id).await.expect("delete");
+    env.store
+        .delete(&horse.id, delete_runs_of(&horse.id))
+        .await
+        .expect("delete");
     assert!(ids_for("horse").await.is_empty());
     assert_eq!(
         count(&env, "SELECT count(*) FROM search_documents", vec![]).await,

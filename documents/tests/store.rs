@@ -4,14 +4,15 @@
 #[macro_use]
 mod common;
 
+use common::engine_sql::{delete_runs_of, has_succeeded_run, succeeded_run_ids};
 use common::{Env, files_under};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use shelf_db::sql::SqlExt;
 use shelf_documents::{
     DocumentResults, DocumentStatus, DocumentsError, SourceKind, TextRecord, content_page,
     document_id, find_document, get_text, index_document, latest_succeeded_text, latest_text,
     put_text, set_results, sha256_hex, status_after_unsuccessful_run_statement, status_statement,
 };
-use shelf_engine::sql::SqlExt;
 
 async fn count(db: &impl ConnectionTrait, sql: &str) -> i64 {
     let row = db
@@ -168,7 +169,11 @@ async fn import_references_the_file_in_place(env: Env) {
     assert!(matches!(err, DocumentsError::SourceChanged { .. }));
 
     // Deleting an import never touches the file nor creates an uploads directory.
-    let deleted = env.store.delete(&doc.id).await.expect("delete");
+    let deleted = env
+        .store
+        .delete(&doc.id, delete_runs_of(&doc.id))
+        .await
+        .expect("delete");
     assert!(!deleted.removed_files);
     assert!(path.exists());
     let uploads = env.data_dir().join("uploads");
@@ -182,7 +187,10 @@ async fn deleting_an_import_creates_no_uploads_directory(env: Env) {
     let path = source_dir.path().join("notes.txt");
     std::fs::write(&path, "imported").expect("write");
     let doc = env.store.ingest_path(&path).await.expect("import").document;
-    env.store.delete(&doc.id).await.expect("delete");
+    env.store
+        .delete(&doc.id, delete_runs_of(&doc.id))
+        .await
+        .expect("delete");
     assert!(path.exists());
     assert!(!env.data_dir().join("uploads").exists());
 }
@@ -295,6 +303,7 @@ async fn results_statuses_and_texts(env: Env) {
     db.execute_sql(status_after_unsuccessful_run_statement(
         &doc.id,
         DocumentStatus::Ingested,
+        &has_succeeded_run(&doc.id),
     ))
     .await
     .expect("cancel");
@@ -303,7 +312,7 @@ async fn results_statuses_and_texts(env: Env) {
         DocumentStatus::Ingested
     );
 
-    let err = content_page(db, &doc.id, 0, 10)
+    let err = content_page(db, &doc.id, 0, 10, &succeeded_run_ids(&doc.id))
         .await
         .expect_err("no content");
     assert_eq!(err.code(), "not_found");
@@ -337,7 +346,7 @@ async fn results_statuses_and_texts(env: Env) {
     assert_eq!(latest_text(db, &doc.id, "raw").await.expect("latest"), None);
 
     // Readers see the texts of succeeded runs only.
-    let err = content_page(db, &doc.id, 0, 10)
+    let err = content_page(db, &doc.id, 0, 10, &succeeded_run_ids(&doc.id))
         .await
         .expect_err("no succeeded run yet");
     assert!(matches!(err, DocumentsError::NoContent { .. }));
@@ -355,6 +364,7 @@ async fn results_statuses_and_texts(env: Env) {
     db.execute_sql(status_after_unsuccessful_run_statement(
         &doc.id,
         DocumentStatus::Failed,
+        &has_succeeded_run(&doc.id),
     ))
     .await
     .expect("failed");
@@ -362,14 +372,20 @@ async fn results_statuses_and_texts(env: Env) {
         env.store.get(&doc.id).await.expect("get").status,
         DocumentStatus::Ready
     );
-    let page = content_page(db, &doc.id, 2, 5).await.expect("page");
+    let page = content_page(db, &doc.id, 2, 5, &succeeded_run_ids(&doc.id))
+        .await
+        .expect("page");
     assert_eq!(page.text, "ïcödé");
     assert_eq!(page.total_chars, 27);
     assert!(page.truncated);
-    let tail = content_page(db, &doc.id, 20, 100).await.expect("tail");
+    let tail = content_page(db, &doc.id, 20, 100, &succeeded_run_ids(&doc.id))
+        .await
+        .expect("tail");
     assert_eq!(tail.text, "p fast.");
     assert!(!tail.truncated);
-    let past = content_page(db, &doc.id, 1000, 10).await.expect("past");
+    let past = content_page(db, &doc.id, 1000, 10, &succeeded_run_ids(&doc.id))
+        .await
+        .expect("past");
     assert_eq!(past.text, "");
     let json = serde_json::to_value(&page).expect("json");
     for key in [
@@ -382,14 +398,21 @@ async fn results_statuses_and_texts(env: Env) {
     ] {
         assert!(json.get(key).is_some(), "{key}");
     }
-    let err = content_page(db, "doc_0000000000000000", 0, 1)
-        .await
-        .expect_err("missing");
+    let err = content_page(
+        db,
+        "doc_0000000000000000",
+        0,
+        1,
+        &succeeded_run_ids("doc_0000000000000000"),
+    )
+    .await
+    .expect_err("missing");
     assert!(matches!(err, DocumentsError::NotFound { .. }));
 
     db.execute_sql(status_after_unsuccessful_run_statement(
         &doc.id,
         DocumentStatus::Ingested,
+        &has_succeeded_run(&doc.id),
     ))
     .await
     .expect("cancel");
@@ -451,7 +474,11 @@ async fn delete_removes_rows_index_runs_and_owned_files(env: Env) {
         db.execute_unprepared(&sql).await.expect("engine rows");
     }
 
-    let deleted = env.store.delete(&doc.id).await.expect("delete");
+    let deleted = env
+        .store
+        .delete(&doc.id, delete_runs_of(&doc.id))
+        .await
+        .expect("delete");
     assert!(deleted.removed_files);
     for (table, expected) in [
         ("documents", 1),
@@ -475,7 +502,11 @@ async fn delete_removes_rows_index_runs_and_owned_files(env: Env) {
         files_under(&env.data_dir().join("uploads")),
         vec![format!("{}/keep.txt", keep.id)]
     );
-    let err = env.store.delete(&doc.id).await.expect_err("twice");
+    let err = env
+        .store
+        .delete(&doc.id, delete_runs_of(&doc.id))
+        .await
+        .expect_err("twice");
     assert_eq!(err.code(), "not_found");
 
     // Re-uploading the deleted bytes works again.
@@ -494,7 +525,11 @@ async fn delete_refuses_a_symlinked_uploads_boundary(env: Env) {
     let moved = env.dir.path().join("elsewhere");
     std::fs::rename(&uploads, &moved).expect("move");
     std::os::unix::fs::symlink(&moved, &uploads).expect("symlink");
-    let err = env.store.delete(&doc.id).await.expect_err("symlinked");
+    let err = env
+        .store
+        .delete(&doc.id, delete_runs_of(&doc.id))
+        .await
+        .expect_err("symlinked");
     assert!(matches!(err, DocumentsError::InvalidPath { .. }), "{err}");
     assert!(env.store.get(&doc.id).await.is_ok());
     assert_eq!(files_under(&moved).len(), 1);
@@ -647,12 +682,14 @@ async fn a_succeeded_retry_shows_the_text_it_reused_from_the_failed_run(env: Env
     put_text(db, &text("run_d", "a failed run's text"))
         .await
         .expect("text");
-    let seen = latest_succeeded_text(db, &doc.id, "cleaned")
+    let seen = latest_succeeded_text(db, &doc.id, "cleaned", &succeeded_run_ids(&doc.id))
         .await
         .expect("read")
         .expect("a text");
     assert_eq!(seen.run_id, "run_a");
-    let page = content_page(db, &doc.id, 0, 100).await.expect("page");
+    let page = content_page(db, &doc.id, 0, 100, &succeeded_run_ids(&doc.id))
+        .await
+        .expect("page");
     assert_eq!(page.text, "cleaned once, reused twice");
 }
 on_both_backends!(a_succeeded_retry_shows_the_text_it_reused_from_the_failed_run);

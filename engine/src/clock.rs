@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use sea_orm::{DatabaseConnection, DbBackend, Statement};
 
 use crate::error::EngineError;
-use crate::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 
 /// How often a process on PostgreSQL measures its clock's offset again (local milliseconds).
 pub const RESYNC_EVERY_MS: i64 = 30_000;
@@ -71,7 +71,7 @@ impl QueueClock {
     /// older than [`RESYNC_EVERY_MS`]; nothing on SQLite. A failed measure keeps the last
     /// offset (a database that cannot answer this cannot take the write that follows either).
     pub async fn sync_if_stale(&self, db: &DatabaseConnection) {
-        if !crate::sql::is_postgres(db) {
+        if !shelf_db::sql::is_postgres(db) {
             return;
         }
         let local = (self.local)();

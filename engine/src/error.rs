@@ -28,7 +28,7 @@ pub enum EngineError {
 impl From<sea_orm::DbErr> for EngineError {
     /// The first corrupt error of the process latches its damage (`db::note_if_corrupt`).
     fn from(e: sea_orm::DbErr) -> Self {
-        crate::db::note_if_corrupt(&e);
+        shelf_db::note_if_corrupt(&e);
         EngineError::Db(e)
     }
 }

@@ -19,7 +19,7 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio_util::sync::CancellationToken;
 
-use crate::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 
 /// The PostgreSQL notification channel of run events; the payload is the run id.
 pub const CHANNEL: &str = "shelf_run_events";
@@ -117,7 +117,7 @@ pub(crate) fn notify_statement(backend: DbBackend, run_id: &str) -> Option<State
 /// `LISTEN` on PostgreSQL, a read of `run_events`' tail every `tail_every` on SQLite while
 /// anyone follows.
 pub async fn relay(db: DatabaseConnection, tail_every: Duration, shutdown: CancellationToken) {
-    if crate::sql::is_postgres(&db) {
+    if shelf_db::sql::is_postgres(&db) {
         listen(db, shutdown).await;
     } else {
         tail(db, tail_every, shutdown).await;
@@ -252,7 +252,7 @@ mod tests {
         // One test, not two: `notify_any` wakes every follower of the process, so a second
         // test running alongside would wake the first one's.
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = crate::db::connect(&dir.path().join("tail.sqlite"), 2)
+        let db = shelf_db::connect(&dir.path().join("tail.sqlite"), 2)
             .await
             .expect("connect");
         db.execute_sql(Statement::from_string(

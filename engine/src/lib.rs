@@ -3,7 +3,6 @@
 //! lease-based queue and the executor. It knows nothing of documents, HTTP, LLMs or the CLI.
 
 pub mod clock;
-pub mod db;
 mod effects;
 pub mod error;
 pub mod event_signal;
@@ -13,15 +12,13 @@ pub mod pipeline;
 pub mod queue_health;
 pub mod registry;
 pub mod retention;
-pub mod secrets;
-pub mod sql;
 pub mod stage;
 pub mod state;
 pub mod store;
+pub mod subject_sql;
 pub mod time;
 pub mod wake;
 pub mod worker;
-pub mod writer;
 
 pub use error::EngineError;
 pub use executor::{Engine, EngineConfig, RunHooks};

@@ -5,8 +5,8 @@
 use sea_orm::{DbErr, QueryResult};
 
 use crate::error::EngineError;
-use crate::sql::SqlExt;
 use crate::store::{RunStore, stmt};
+use shelf_db::sql::SqlExt;
 
 /// The queue at one instant (`now_ms`); every time is epoch milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,11 +13,11 @@ use std::collections::{HashMap, HashSet};
 
 use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement, Value as SqlValue};
 
-use crate::db::begin_write;
 use crate::error::EngineError;
-use crate::sql::{SqlExt, is_postgres};
 use crate::state::RunStatus;
 use crate::store::RunStore;
+use shelf_db::begin_write;
+use shelf_db::sql::{SqlExt, is_postgres};
 
 /// A run [`RunStore::prune_superseded`] removes, handed to the caller's statements so the
 /// caller's rows of that run go in the same transaction.

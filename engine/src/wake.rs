@@ -43,7 +43,7 @@ impl Waiter {
 
     /// Whether this waiter listens for notifications (PostgreSQL) rather than only polling.
     pub fn listens(&self) -> bool {
-        crate::sql::is_postgres(&self.db)
+        shelf_db::sql::is_postgres(&self.db)
     }
 
     /// Makes sure the listener is connected and listening. Call it before reading the queue:

@@ -65,7 +65,7 @@ impl Worker {
     fn admitted(&self, paused: &mut bool) -> bool {
         // A damaged database takes no new work (`db::mark_damaged`): every claim would be
         // refused anyway, and a paused worker says why once instead of at every poll.
-        let verdict = match (crate::db::known_damage(), &self.gate) {
+        let verdict = match (shelf_db::known_damage(), &self.gate) {
             (Some(_), _) => Err("the database is damaged; restore it from a backup".to_string()),
             (None, Some(gate)) => gate.may_claim(),
             (None, None) => Ok(()),

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use shelf_ocr::{Control, OcrSettings, PageImage, Recognizer};
+use shelf_extractors::Control;
+use shelf_ocr::{OcrSettings, PageImage, Recognizer};
 
 struct Args {
     jobs: usize,

@@ -21,7 +21,7 @@ use std::time::Duration;
 use crate::image::Pix;
 use crate::tesseract::{Engine, Role, Stopped};
 
-pub use shelf_extractors::Control;
+use shelf_extractors::Control;
 
 /// How pages are recognized.
 #[derive(Debug, Clone)]

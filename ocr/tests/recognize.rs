@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use shelf_ocr::{Control, OcrError, OcrSettings, PageImage, PageText, Recognizer};
+use shelf_extractors::Control;
+use shelf_ocr::{OcrError, OcrSettings, PageImage, PageText, Recognizer};
 
 fn corpus(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -40,7 +40,8 @@ pub type Credentials = Vec<([u8; 32], Scope)>;
 /// Hashes the configured credentials once, for [`match_credential`].
 pub fn credential_digests(settings: &Settings) -> Credentials {
     settings
-        .api_credentials
+        .api
+        .credentials
         .iter()
         .map(|c| (c.digest(), c.scope()))
         .collect()
@@ -93,7 +94,7 @@ pub async fn authorize(State(state): State<AppState>, mut req: Request, next: Ne
     if access == Access::Open {
         return next.run(req).await;
     }
-    let client = client_ip(&req, &state.shelf.settings.api_trusted_proxy_cidrs);
+    let client = client_ip(&req, &state.shelf.settings.api.trusted_proxy_cidrs);
     let presented = presented_credential(req.headers());
     let scope = if state.auth_enabled() {
         presented
@@ -102,7 +103,7 @@ pub async fn authorize(State(state): State<AppState>, mut req: Request, next: Ne
     } else {
         None
     };
-    let v6_prefix = state.shelf.settings.api_client_ipv6_prefix;
+    let v6_prefix = state.shelf.settings.api.client_ipv6_prefix;
     let client_name = client.map_or_else(|| "unknown".to_string(), |ip| client_key(ip, v6_prefix));
     let identity = match (&scope, presented.as_deref()) {
         (Some(_), Some(key)) => format!("key:{}", hex::encode(Sha256::digest(key))),

@@ -1,10 +1,8 @@
-//! The one table of API error codes with their HTTP statuses ([`ErrorCode`], its code strings
-//! and statuses) and [`ApiError`], the body `{detail, code}` every failure answers with. Which
-//! code a library error gets is decided twice: by each library's own `code()` (documents,
-//! app, admin, imports; what the CLI prints and exits by) and here, by exhaustive matches that
-//! map library errors to [`ErrorCode`]s, so a new variant cannot ship without one;
-//! `library_codes_agree_with_the_table` checks, on samples of app and document errors, that the
-//! two agree.
+//! [`ApiError`], the body `{detail, code}` every failure answers with, and how library errors
+//! become one. The codes and their HTTP statuses are not decided here: they are the table of
+//! `shelf_documents::codes` ([`ErrorCode`], re-exported), and each library error names its own
+//! code (`error_code()`); this module only chooses what the client is shown (its own words, or
+//! a fixed detail with the cause kept for the log).
 //! A 5xx never carries internal text: the cause rides in a response extension that the logging
 //! middleware writes once, then drops.
 
@@ -13,179 +11,30 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 use shelf_app::AppError;
-use shelf_app::documents::DocumentsError;
-use shelf_app::engine::PipelineError;
 use shelf_app::readiness::NotReady;
 use shelf_app::uploads::UploadError;
+use shelf_documents::DocumentsError;
+pub use shelf_documents::ErrorCode;
+use shelf_engine::PipelineError;
 use utoipa::ToSchema;
 
-/// Every code the API answers with. Codes are API: never renamed, never reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
-    InvalidApiKey,
-    InsufficientScope,
-    NotFound,
-    MethodNotAllowed,
-    RequestTooLarge,
-    UploadTooLarge,
-    BatchTooLarge,
-    ImportTooLarge,
-    ImportManifestTooLarge,
-    UnsupportedFileType,
-    ArchiveNotSupported,
-    EmptyFile,
-    InvalidImportPath,
-    InvalidManifestPath,
-    InvalidOutputDir,
-    BadRequest,
-    InvalidSearchWindow,
-    SearchQueryTooLarge,
-    InvalidSearchQuery,
-    InvalidSearchScope,
-    InvalidDocumentStatus,
-    RunTerminal,
-    RunNotFailed,
-    PipelineNotFound,
-    InvalidPipeline,
-    SourceChanged,
-    ValidationError,
-    RateLimited,
-    TooManyStreams,
-    IngestFailed,
-    RunSubmissionFailed,
-    ServiceUnavailable,
-    SchemaMismatch,
-    DatabaseCorrupt,
-    InsufficientStorage,
-    ServerError,
+/// The table's status of `code` as the framework's type.
+pub fn http_status(code: ErrorCode) -> StatusCode {
+    // Every status of the table is a valid one (`codes` tests that each is 4xx or 5xx).
+    StatusCode::from_u16(code.status().as_u16()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
-impl ErrorCode {
-    /// Every code, for the docs test and the OpenAPI description.
-    pub const ALL: [ErrorCode; 36] = [
-        ErrorCode::InvalidApiKey,
-        ErrorCode::InsufficientScope,
-        ErrorCode::NotFound,
-        ErrorCode::MethodNotAllowed,
-        ErrorCode::RequestTooLarge,
-        ErrorCode::UploadTooLarge,
-        ErrorCode::BatchTooLarge,
-        ErrorCode::ImportTooLarge,
-        ErrorCode::ImportManifestTooLarge,
-        ErrorCode::UnsupportedFileType,
-        ErrorCode::ArchiveNotSupported,
-        ErrorCode::EmptyFile,
-        ErrorCode::InvalidImportPath,
-        ErrorCode::InvalidManifestPath,
-        ErrorCode::InvalidOutputDir,
-        ErrorCode::BadRequest,
-        ErrorCode::InvalidSearchWindow,
-        ErrorCode::SearchQueryTooLarge,
-        ErrorCode::InvalidSearchQuery,
-        ErrorCode::InvalidSearchScope,
-        ErrorCode::InvalidDocumentStatus,
-        ErrorCode::RunTerminal,
-        ErrorCode::RunNotFailed,
-        ErrorCode::PipelineNotFound,
-        ErrorCode::InvalidPipeline,
-        ErrorCode::SourceChanged,
-        ErrorCode::ValidationError,
-        ErrorCode::RateLimited,
-        ErrorCode::TooManyStreams,
-        ErrorCode::IngestFailed,
-        ErrorCode::RunSubmissionFailed,
-        ErrorCode::ServiceUnavailable,
-        ErrorCode::SchemaMismatch,
-        ErrorCode::DatabaseCorrupt,
-        ErrorCode::InsufficientStorage,
-        ErrorCode::ServerError,
-    ];
-
-    /// The table: machine-readable code and HTTP status.
-    pub fn row(self) -> (&'static str, StatusCode) {
-        use StatusCode as S;
-        match self {
-            ErrorCode::InvalidApiKey => ("invalid_api_key", S::UNAUTHORIZED),
-            ErrorCode::InsufficientScope => ("insufficient_scope", S::FORBIDDEN),
-            ErrorCode::NotFound => ("not_found", S::NOT_FOUND),
-            ErrorCode::MethodNotAllowed => ("method_not_allowed", S::METHOD_NOT_ALLOWED),
-            ErrorCode::RequestTooLarge => ("request_too_large", S::PAYLOAD_TOO_LARGE),
-            ErrorCode::UploadTooLarge => ("upload_too_large", S::PAYLOAD_TOO_LARGE),
-            ErrorCode::BatchTooLarge => ("batch_too_large", S::PAYLOAD_TOO_LARGE),
-            ErrorCode::ImportTooLarge => ("import_too_large", S::PAYLOAD_TOO_LARGE),
-            ErrorCode::ImportManifestTooLarge => {
-                ("import_manifest_too_large", S::PAYLOAD_TOO_LARGE)
-            }
-            ErrorCode::UnsupportedFileType => ("unsupported_file_type", S::BAD_REQUEST),
-            ErrorCode::ArchiveNotSupported => ("archive_not_supported", S::BAD_REQUEST),
-            ErrorCode::EmptyFile => ("empty_file", S::BAD_REQUEST),
-            ErrorCode::InvalidImportPath => ("invalid_import_path", S::BAD_REQUEST),
-            ErrorCode::InvalidManifestPath => ("invalid_manifest_path", S::BAD_REQUEST),
-            ErrorCode::InvalidOutputDir => ("invalid_output_dir", S::BAD_REQUEST),
-            ErrorCode::BadRequest => ("bad_request", S::BAD_REQUEST),
-            ErrorCode::InvalidSearchWindow => ("invalid_search_window", S::BAD_REQUEST),
-            ErrorCode::SearchQueryTooLarge => ("search_query_too_large", S::BAD_REQUEST),
-            ErrorCode::InvalidSearchQuery => ("invalid_search_query", S::BAD_REQUEST),
-            ErrorCode::InvalidSearchScope => ("invalid_search_scope", S::BAD_REQUEST),
-            ErrorCode::InvalidDocumentStatus => ("invalid_document_status", S::BAD_REQUEST),
-            ErrorCode::RunTerminal => ("run_terminal", S::BAD_REQUEST),
-            ErrorCode::RunNotFailed => ("run_not_failed", S::BAD_REQUEST),
-            ErrorCode::PipelineNotFound => ("pipeline_not_found", S::BAD_REQUEST),
-            ErrorCode::InvalidPipeline => ("invalid_pipeline", S::BAD_REQUEST),
-            ErrorCode::SourceChanged => ("source_changed", S::CONFLICT),
-            ErrorCode::ValidationError => ("validation_error", S::UNPROCESSABLE_ENTITY),
-            ErrorCode::RateLimited => ("rate_limited", S::TOO_MANY_REQUESTS),
-            ErrorCode::TooManyStreams => ("too_many_streams", S::TOO_MANY_REQUESTS),
-            ErrorCode::IngestFailed => ("ingest_failed", S::BAD_REQUEST),
-            ErrorCode::RunSubmissionFailed => ("run_submission_failed", S::SERVICE_UNAVAILABLE),
-            ErrorCode::ServiceUnavailable => ("service_unavailable", S::SERVICE_UNAVAILABLE),
-            ErrorCode::SchemaMismatch => ("schema_mismatch", S::SERVICE_UNAVAILABLE),
-            ErrorCode::DatabaseCorrupt => ("database_corrupt", S::SERVICE_UNAVAILABLE),
-            ErrorCode::InsufficientStorage => ("insufficient_storage", S::INSUFFICIENT_STORAGE),
-            ErrorCode::ServerError => ("server_error", S::INTERNAL_SERVER_ERROR),
+/// The detail every response with this code shows, whatever the cause: these codes never
+/// show internal text.
+fn fixed_detail(code: ErrorCode) -> Option<&'static str> {
+    match code {
+        ErrorCode::ServerError => Some("Internal server error"),
+        ErrorCode::DatabaseCorrupt => {
+            Some("The database is damaged; the operator must restore it from a backup")
         }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        self.row().0
-    }
-
-    pub fn status(self) -> StatusCode {
-        self.row().1
-    }
-
-    /// The detail every response with this code shows, whatever the cause: these codes never
-    /// show internal text.
-    fn fixed_detail(self) -> Option<&'static str> {
-        match self {
-            ErrorCode::ServerError => Some("Internal server error"),
-            ErrorCode::DatabaseCorrupt => {
-                Some("The database is damaged; the operator must restore it from a backup")
-            }
-            ErrorCode::IngestFailed => Some("Document ingest failed"),
-            ErrorCode::RunSubmissionFailed => Some("Run could not be submitted; try again later"),
-            _ => None,
-        }
-    }
-
-    /// The code a bare status stands for, when something other than [`ApiError`] produced an
-    /// error response (the framework's 405, a layer's 413, ...).
-    pub fn for_status(status: StatusCode) -> ErrorCode {
-        match status {
-            StatusCode::UNAUTHORIZED => ErrorCode::InvalidApiKey,
-            StatusCode::FORBIDDEN => ErrorCode::InsufficientScope,
-            StatusCode::NOT_FOUND => ErrorCode::NotFound,
-            StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
-            StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::RequestTooLarge,
-            StatusCode::UNPROCESSABLE_ENTITY | StatusCode::UNSUPPORTED_MEDIA_TYPE => {
-                ErrorCode::ValidationError
-            }
-            StatusCode::TOO_MANY_REQUESTS => ErrorCode::RateLimited,
-            StatusCode::INSUFFICIENT_STORAGE => ErrorCode::InsufficientStorage,
-            StatusCode::SERVICE_UNAVAILABLE => ErrorCode::ServiceUnavailable,
-            s if s.is_server_error() => ErrorCode::ServerError,
-            _ => ErrorCode::BadRequest,
-        }
+        ErrorCode::IngestFailed => Some("Document ingest failed"),
+        ErrorCode::RunSubmissionFailed => Some("Run could not be submitted; try again later"),
+        _ => None,
     }
 }
 
@@ -268,17 +117,33 @@ impl ApiError {
     /// `database_corrupt` when the cause says the database is damaged.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         let cause = cause.to_string();
-        if shelf_app::engine::db::is_corrupt_text(&cause) {
+        if shelf_db::is_corrupt_text(&cause) {
             return Self::database_corrupt(cause);
         }
         Self::new(ErrorCode::ServerError, "").with_cause(cause)
     }
 
     /// `database_corrupt`: the database is damaged (the error that said so has latched the
-    /// damage where it was met, `shelf_engine::db::note_if_corrupt`, which logs the recovery
+    /// damage where it was met, `shelf_db::note_if_corrupt`, which logs the recovery
     /// steps once and stops this process's writes).
     pub fn database_corrupt(cause: impl std::fmt::Display) -> Self {
         Self::new(ErrorCode::DatabaseCorrupt, "").with_cause(cause)
+    }
+
+    /// A failure whose text must not reach the client, under the code its library gave it;
+    /// the cause is kept for the log only.
+    pub fn hidden(code: ErrorCode, cause: impl std::fmt::Display) -> Self {
+        match code {
+            ErrorCode::ServerError => Self::internal(cause),
+            ErrorCode::DatabaseCorrupt => Self::database_corrupt(cause),
+            // A write that met a full disk.
+            ErrorCode::InsufficientStorage => Self::new(code, DISK_FULL).with_cause(cause),
+            ErrorCode::ServiceUnavailable => {
+                Self::new(code, "Storage is not available").with_cause(cause)
+            }
+            // `ingest_failed`, `run_submission_failed`: a fixed detail.
+            _ => Self::new(code, "").with_cause(cause),
+        }
     }
 
     pub fn not_found(detail: impl Into<String>) -> Self {
@@ -311,7 +176,7 @@ impl ApiError {
                 | ErrorCode::IngestFailed
                 | ErrorCode::RunSubmissionFailed
                 | ErrorCode::ServiceUnavailable
-        ) && shelf_app::engine::db::is_storage_full_text(&cause)
+        ) && shelf_db::is_storage_full_text(&cause)
         {
             self.code = ErrorCode::InsufficientStorage;
             self.detail = ErrorDetail::Message(DISK_FULL.to_string());
@@ -327,7 +192,7 @@ impl ApiError {
 
     /// The body as clients see it.
     pub fn body(&self) -> ErrorBody {
-        let detail = match self.code.fixed_detail() {
+        let detail = match fixed_detail(self.code) {
             Some(fixed) => ErrorDetail::Message(fixed.to_string()),
             None => self.detail.clone(),
         };
@@ -340,7 +205,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (self.code.status(), axum::Json(self.body())).into_response();
+        let mut response = (http_status(self.code), axum::Json(self.body())).into_response();
         let headers = response.headers_mut();
         if self.code == ErrorCode::InvalidApiKey {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -357,90 +222,45 @@ impl IntoResponse for ApiError {
 
 impl From<DocumentsError> for ApiError {
     fn from(e: DocumentsError) -> Self {
-        let code = match &e {
-            DocumentsError::NotFound { .. } | DocumentsError::NoContent { .. } => {
-                ErrorCode::NotFound
-            }
-            DocumentsError::UnsupportedFileType { .. } | DocumentsError::BinaryContent => {
-                ErrorCode::UnsupportedFileType
-            }
-            DocumentsError::ArchiveNotSupported { .. } => ErrorCode::ArchiveNotSupported,
-            DocumentsError::EmptyFile => ErrorCode::EmptyFile,
-            DocumentsError::InvalidPath { .. } => ErrorCode::InvalidImportPath,
-            DocumentsError::SourceChanged { .. } => ErrorCode::SourceChanged,
-            DocumentsError::SearchQueryTooLarge { .. } => ErrorCode::SearchQueryTooLarge,
-            DocumentsError::InvalidSearchQuery => ErrorCode::InvalidSearchQuery,
-            DocumentsError::InvalidSearchWindow => ErrorCode::InvalidSearchWindow,
+        match &e {
+            _ if !e.is_user_error() => ApiError::internal(&e),
+            // The one user error shown as a validation issue, naming its field.
             DocumentsError::InvalidTimestamp { field, .. } => {
-                return ApiError::invalid(&["body", field], e.to_string(), "value_error");
+                ApiError::invalid(&["body", field], e.to_string(), "value_error")
             }
-            DocumentsError::InvalidDocumentStatus { .. } => ErrorCode::InvalidDocumentStatus,
-            DocumentsError::InvalidSearchScope { .. } => ErrorCode::InvalidSearchScope,
-            DocumentsError::Io(_) | DocumentsError::Db(_) | DocumentsError::Corrupt { .. } => {
-                return ApiError::internal(&e);
-            }
-        };
-        ApiError::new(code, e.to_string())
+            _ => ApiError::new(e.error_code(), e.to_string()),
+        }
     }
 }
 
 impl From<AppError> for ApiError {
     fn from(e: AppError) -> Self {
-        let detail = e.to_string();
-        let code = match e {
-            AppError::Documents(inner) => return inner.into(),
+        let code = e.error_code();
+        match e {
+            AppError::Documents(inner) => inner.into(),
             AppError::Pipeline(PipelineError::NotFound { name, .. }) => {
                 // The searched directories are server paths: name only the pipeline.
                 let shown: String = name.chars().take(64).collect();
-                return ApiError::new(
-                    ErrorCode::PipelineNotFound,
-                    format!("Pipeline not found: {shown}"),
-                );
+                ApiError::new(code, format!("Pipeline not found: {shown}"))
             }
-            AppError::Pipeline(
-                PipelineError::Invalid { .. } | PipelineError::Unreadable { .. },
-            ) => ErrorCode::InvalidPipeline,
-            AppError::NotFound(_) => ErrorCode::NotFound,
-            AppError::BadRequest(_) => ErrorCode::BadRequest,
-            AppError::RunTerminal { .. } => ErrorCode::RunTerminal,
-            AppError::RunNotFailed { .. } => ErrorCode::RunNotFailed,
-            AppError::SchemaTooNew { .. } => ErrorCode::SchemaMismatch,
-            AppError::Storage { .. } => {
-                return ApiError::new(ErrorCode::ServiceUnavailable, "Storage is not available")
-                    .with_cause(detail);
+            // Configuration errors are the user's at the command line, not over HTTP (their
+            // table code is `server_error`).
+            e if e.is_user_error() && code != ErrorCode::ServerError => {
+                ApiError::new(code, e.to_string())
             }
-            AppError::RunSubmission(_) => {
-                return ApiError::new(ErrorCode::RunSubmissionFailed, "").with_cause(detail);
-            }
-            AppError::DatabaseCorrupt { .. } => return ApiError::database_corrupt(detail),
-            AppError::InsufficientStorage { .. } => ErrorCode::InsufficientStorage,
-            // Administration runs from the CLI only; the API never reaches these.
-            AppError::Config(_) | AppError::Admin(_) | AppError::Internal(_) => {
-                return ApiError::internal(detail);
-            }
-        };
-        ApiError::new(code, detail)
+            e => ApiError::hidden(code, e),
+        }
     }
 }
 
 impl From<UploadError> for ApiError {
     fn from(e: UploadError) -> Self {
+        let code = e.error_code();
         match e {
-            UploadError::TooLarge { .. } => ApiError::new(ErrorCode::UploadTooLarge, e.to_string()),
-            UploadError::BatchTooLarge { .. } => {
-                ApiError::new(ErrorCode::BatchTooLarge, e.to_string())
-            }
-            UploadError::InsufficientStorage(_) => {
-                ApiError::new(ErrorCode::InsufficientStorage, e.to_string())
-            }
             UploadError::Documents(inner) if inner.is_user_error() => inner.into(),
-            UploadError::Documents(inner) if inner.code() == "database_corrupt" => {
-                ApiError::database_corrupt(&inner)
-            }
             // Extractor, storage and database text never reaches the client.
-            UploadError::Documents(inner) => {
-                ApiError::new(ErrorCode::IngestFailed, "").with_cause(&inner)
-            }
+            UploadError::Documents(inner) => ApiError::hidden(code, inner),
+            other => ApiError::new(code, other.to_string()),
         }
     }
 }
@@ -454,17 +274,10 @@ impl From<NotReady> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashSet;
+    use shelf_app::imports::ImportError;
 
-    #[test]
-    fn codes_are_unique_and_statuses_are_errors() {
-        let mut seen = HashSet::new();
-        for code in ErrorCode::ALL {
-            assert!(seen.insert(code.as_str()), "{} twice", code.as_str());
-            assert!(code.status().is_client_error() || code.status().is_server_error());
-        }
-    }
-
+    /// The server answers with the code each library error names (`error_code()`), which is
+    /// also what the CLI prints (`code()`).
     #[test]
     fn library_codes_agree_with_the_table() {
         let samples = [
@@ -508,6 +321,37 @@ mod tests {
             assert_eq!(api.code.as_str(), library);
             assert!(!format!("{:?}", api.body()).contains("/secret/dir"));
         }
+        // `routes/imports.rs` answers imports' errors with the same codes.
+        let imports = [
+            ImportError::NoImportRoot,
+            ImportError::Invalid {
+                field: "format",
+                detail: "x".into(),
+            },
+            ImportError::InvalidManifestPath("x".into()),
+            ImportError::InvalidOutputDir("x".into()),
+            ImportError::TooLarge("x".into()),
+            ImportError::ManifestTooLarge { max: 1 },
+            ImportError::Io(std::io::Error::from_raw_os_error(28)),
+            ImportError::Io(std::io::Error::other("x")),
+            ImportError::App(AppError::BadRequest("x".into())),
+        ];
+        for e in imports {
+            let library = e.error_code();
+            assert_eq!(library.as_str(), e.code());
+            assert_eq!(ApiError::from(e).code, library);
+        }
+        // Administration errors keep their command-line code for the CLI; over HTTP (which
+        // never meets them) they are internal.
+        let admin = AppError::Admin(shelf_app::admin::AdminError::Db("at /data".into()));
+        assert_eq!(admin.code(), "database_error");
+        let api = ApiError::from(admin);
+        assert_eq!(api.code, ErrorCode::ServerError);
+        assert_eq!(http_status(api.code), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            serde_json::to_value(api.body()).expect("json")["detail"],
+            "Internal server error"
+        );
     }
 
     #[test]
@@ -552,7 +396,7 @@ mod tests {
         ];
         for e in samples {
             assert_eq!(e.code, ErrorCode::DatabaseCorrupt, "{:?}", e.cause);
-            assert_eq!(e.code.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(http_status(e.code), StatusCode::SERVICE_UNAVAILABLE);
             let body = serde_json::to_value(e.body()).expect("json");
             assert_eq!(body["code"], "database_corrupt");
             assert!(!body.to_string().contains("/data"), "{body}");
@@ -587,7 +431,7 @@ mod tests {
         ];
         for e in samples {
             assert_eq!(e.code, ErrorCode::InsufficientStorage, "{:?}", e.cause);
-            assert_eq!(e.code.status(), StatusCode::INSUFFICIENT_STORAGE);
+            assert_eq!(http_status(e.code), StatusCode::INSUFFICIENT_STORAGE);
             assert!(e.cause.is_some());
             let body = serde_json::to_value(e.body()).expect("json");
             assert_eq!(body["code"], "insufficient_storage");
@@ -611,7 +455,7 @@ mod tests {
         let bad = ApiError::new(ErrorCode::BadRequest, "x").with_cause("No space left on device");
         assert_eq!(bad.code, ErrorCode::BadRequest);
         assert_eq!(
-            ErrorCode::for_status(StatusCode::INSUFFICIENT_STORAGE),
+            ErrorCode::for_status(StatusCode::INSUFFICIENT_STORAGE.as_u16()),
             ErrorCode::InsufficientStorage
         );
     }

@@ -1,7 +1,8 @@
 //! Shelf's HTTP API: the axum router and its security envelope (authentication, scopes, rate
-//! limit, audit, request limits, security headers, request ids), the one error-code table, the
-//! OpenAPI document, and serving with graceful shutdown. Business rules live in `shelf-app`;
-//! this crate only translates HTTP to those calls and back.
+//! limit, audit, request limits, security headers, request ids), the `{detail, code}` error
+//! body (codes from `shelf_documents::codes`), the OpenAPI document, and serving with graceful
+//! shutdown. Business rules live in `shelf-app`; this crate only translates HTTP to those calls
+//! and back.
 
 pub mod audit;
 pub mod auth;
@@ -43,7 +44,7 @@ pub use state::{AppState, ServerOptions};
 /// 7. authentication, scope and rate limit (denials audited);
 /// 8. `SHELF_API_MAX_REQUEST_BYTES`.
 pub fn router(state: AppState) -> Router {
-    let max_request_bytes = state.shelf.settings.api_max_request_bytes;
+    let max_request_bytes = state.shelf.settings.api.max_request_bytes;
     let inner = routes::routes().with_state(state.clone());
     Router::new().fallback_service(inner).layer(
         ServiceBuilder::new()

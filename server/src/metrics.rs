@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::{
     Credentials, credential_digests, match_credential, presented_credential, refusal,
 };
-use crate::policy::Access;
+use crate::policy::{Access, Policy};
 use crate::serve::{BindError, NEEDS_A_KEY, listen};
 use crate::state::AppState;
 
@@ -124,6 +124,15 @@ impl FromRef<AppState> for Arc<Metrics> {
     fn from_ref(state: &AppState) -> Arc<Metrics> {
         state.shelf.metrics.clone()
     }
+}
+
+/// The two metrics routes of the API. The same handlers serve a worker's metrics listener
+/// ([`bind_worker_metrics`]) with its own key check.
+pub fn routes() -> crate::routes::Resource {
+    // Metrics describe the deployment (paths, volumes, failure counts): not for read keys.
+    crate::routes::Resource::new()
+        .route(Policy::WriteOnly, utoipa_axum::routes!(json))
+        .route(Policy::WriteOnly, utoipa_axum::routes!(prometheus))
 }
 
 /// Metrics (JSON)

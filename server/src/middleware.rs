@@ -123,7 +123,7 @@ pub async fn errors(req: Request, next: Next) -> Response {
     if is_json {
         return response;
     }
-    let code = ErrorCode::for_status(status);
+    let code = ErrorCode::for_status(status.as_u16());
     let detail = match code {
         ErrorCode::NotFound => "Not Found",
         ErrorCode::MethodNotAllowed => "Method Not Allowed",

@@ -1,7 +1,11 @@
-//! `/openapi.json`: generated from the handlers' annotations (utoipa, OpenAPI 3.1). Security
+//! `/openapi.json`: generated from the handlers' annotations (utoipa, OpenAPI 3.1), whose
+//! paths and schemas the resources' routers collect as they register them
+//! ([`crate::routes::api`]); this module adds the info, the tags and the envelope. Security
 //! requirements and the shared error responses are added by one modifier from
 //! [`crate::policy::required_access`], the function the auth middleware enforces, so the
 //! document cannot promise anything the server does not do.
+
+use std::sync::LazyLock;
 
 use axum::http::Method;
 use utoipa::openapi::link::Link;
@@ -13,15 +17,16 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder, Sch
 use utoipa::{Modify, OpenApi};
 
 use crate::error::{ErrorBody, ErrorDetail, LocSegment, ValidationIssue};
-use crate::metrics;
-use crate::model::*;
 use crate::policy::{Access, required_access};
-use crate::routes::{documents, events, imports, okf, queue, runs, search, service};
+use crate::routes::imports;
 
 /// Names of the two security schemes; either one satisfies a protected operation.
 pub const API_KEY_SCHEME: &str = "api_key";
 pub const BEARER_SCHEME: &str = "bearer";
 
+/// What the document holds beyond the routes: its info, its tags, and the error body every
+/// operation can answer. The paths and their schemas come from the resources' routers
+/// ([`crate::routes::api`]).
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -29,36 +34,7 @@ pub const BEARER_SCHEME: &str = "bearer";
         description = "Document ingestion, cleaning and search. Errors are `{detail, code}`; \
                        see docs/errors.md for every code.",
     ),
-    paths(
-        documents::upload, documents::batch, documents::list, documents::get, documents::delete,
-        documents::reprocess, documents::content, documents::pages, documents::export,
-        okf::concept, okf::bundle,
-        imports::create, imports::status, imports::page_manifest,
-        runs::create, runs::list, runs::get, runs::cancel, runs::retry, queue::get,
-        events::lines, events::records, events::stream_lines, events::stream_records,
-        search::ids, search::results, search::facets,
-        service::health, service::ready, service::version, service::classifications,
-        service::config, service::openapi, metrics::json, metrics::prometheus,
-    ),
-    components(schemas(
-        ErrorBody, ErrorDetail, ValidationIssue, LocSegment,
-        DocumentOut, DocumentList, DeletedOut, ContentPageOut, UploadForm,
-        BatchUploadForm, BatchItemOut, BatchOut,
-        PageListingOut, PageOut, PageSummaryOut, DocumentExportOut, TranscriptCitationOut,
-        RunOut, StageOut, RunList, QueueOut, CancelOut, CreateRun, Reprocess, RunProcessingMode,
-        runs::RetryIn,
-        EventRecordOut, EventLines, EventRecords, SseEvent,
-        ExportFormatIn, SearchIn, FacetsIn, DocumentStatusIn, SearchScopeIn, MatchModeIn, SearchIdsOut, SearchHitOut, SearchResultsOut, FacetCountOut, FacetsOut,
-        Health, Ready, Version, Classifications, ConfigOut,
-        imports::ImportIn, imports::ImportFormatIn, imports::OutputModeIn,
-        imports::ImportProcessingModeIn, imports::ImportReportOut, imports::ImportStatusOut,
-        imports::PageProgressOut, imports::ImportSummaryOut, imports::FileRecordOut,
-        imports::RecordErrorOut, imports::TimingsOut, imports::ImportOptionsOut,
-        imports::PageSourcesOut, imports::FilePagesOut,
-        imports::PageTotalsOut,
-        okf::OkfConceptOut, okf::OkfBundleOut, okf::OkfSkippedOut, okf::OkfSkipReasonOut,
-    )),
-    modifiers(&Envelope),
+    components(schemas(ErrorBody, ErrorDetail, ValidationIssue, LocSegment)),
     tags(
         (name = "documents", description = "Uploads and stored documents"),
         (name = "imports", description = "Server-side imports under SHELF_API_IMPORT_ROOT, their manifests and page manifests"),
@@ -71,9 +47,17 @@ pub const BEARER_SCHEME: &str = "bearer";
 )]
 struct ApiDoc;
 
+/// The document, assembled once from the routers.
+static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| {
+    let mut document = ApiDoc::openapi();
+    document.merge(crate::routes::api().router.into_openapi());
+    Envelope.modify(&mut document);
+    document
+});
+
 /// The document served at `/openapi.json`.
 pub fn document() -> utoipa::openapi::OpenApi {
-    ApiDoc::openapi()
+    DOCUMENT.clone()
 }
 
 fn error_response(description: &str) -> RefOr<Response> {

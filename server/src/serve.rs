@@ -69,7 +69,7 @@ pub fn public_bind_missing(settings: &Settings) -> Vec<&'static str> {
     if !settings.auth_enabled() {
         missing.push(NEEDS_A_KEY);
     }
-    if settings.api_import_root.is_none() {
+    if settings.api.import_root.is_none() {
         missing.push("SHELF_API_IMPORT_ROOT");
     }
     missing
@@ -156,7 +156,7 @@ impl Listener {
         let stop = state.shutdown.clone();
         state
             .tasks
-            .spawn(shelf_app::engine::event_signal::relay(db, tail_every, stop));
+            .spawn(shelf_engine::event_signal::relay(db, tail_every, stop));
         BoundServer {
             listener: self.listener,
             state,
@@ -203,7 +203,7 @@ impl BoundServer {
     pub fn start_upload_cleanup(&self) {
         let shelf = self.state.shelf.clone();
         self.state.tasks.spawn(async move {
-            let data_dir = shelf.settings.data_dir.clone();
+            let data_dir = shelf.settings.storage.data_dir.clone();
             let now = std::time::SystemTime::now();
             match shelf_app::uploads::remove_leftovers(&shelf.db, &data_dir, now).await {
                 Ok(removed) => tracing::info!(
@@ -225,8 +225,8 @@ impl BoundServer {
         let shutdown = state.shutdown.clone();
         let app = crate::router(state.clone());
         let timeouts = ConnectionTimeouts {
-            header_read: Duration::from_secs(state.shelf.settings.api_header_read_timeout_seconds),
-            keep_alive: Duration::from_secs(state.shelf.settings.api_keep_alive_timeout_seconds),
+            header_read: Duration::from_secs(state.shelf.settings.api.header_read_timeout_seconds),
+            keep_alive: Duration::from_secs(state.shelf.settings.api.keep_alive_timeout_seconds),
         };
         let connections = tokio_util::task::TaskTracker::new();
         loop {

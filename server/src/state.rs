@@ -62,10 +62,10 @@ impl AppState {
     pub fn new(shelf: Shelf, shutdown: CancellationToken, options: ServerOptions) -> AppState {
         let tasks = TaskTracker::new();
         let credentials = crate::auth::credential_digests(&shelf.settings);
-        let limiter = RateLimiter::new(shelf.settings.api_rate_limit_per_minute);
+        let limiter = RateLimiter::new(shelf.settings.api.rate_limit_per_minute);
         let streams = StreamSlots::new(
-            shelf.settings.api_max_streams_per_client,
-            Duration::from_secs(shelf.settings.api_stream_max_seconds),
+            shelf.settings.api.max_streams_per_client,
+            Duration::from_secs(shelf.settings.api.stream_max_seconds),
         );
         crate::metrics::register(&shelf.metrics);
         let audit = AuditSink::start(shelf.clone(), &tasks);

@@ -11,8 +11,7 @@ use shelf_engine::{Stage, StageContext, StageError};
 use crate::StageDeps;
 use crate::errors::{from_documents, from_provider, missing_input, prompt_version};
 use crate::provider::Provider;
-
-pub const PROMPT_VERSIONS: &[&str] = &["dewey_v1", "dewey_v2"];
+use crate::provider::prompt_versions::CLASSIFICATION_PROMPT_VERSIONS;
 
 /// How much of the cleaned text the classifier reads.
 const CLASSIFY_CHARS: usize = 20_000;
@@ -70,7 +69,7 @@ impl Stage for Classify {
         let prompt_version = prompt_version(
             &options.prompt_version,
             &self.default_prompt_version,
-            PROMPT_VERSIONS,
+            CLASSIFICATION_PROMPT_VERSIONS,
         )?;
         let text = cleaned_prefix(&self.documents, ctx, CLASSIFY_CHARS).await?;
         let result = self

@@ -17,9 +17,8 @@ use std::sync::Arc;
 use crate::StageDeps;
 use crate::chunk::{self, Chunk, ChunkSettings, fidelity_problem, normalize_whitespace};
 use crate::errors::{from_documents, from_provider, missing_input, prompt_version};
+use crate::provider::prompt_versions::CLEANING_PROMPT_VERSIONS;
 use crate::provider::{CleanRequest, Provider};
-
-pub const PROMPT_VERSIONS: &[&str] = &["cmos_v1", "cmos_v2", "cmos_v3", "cmos_v4"];
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -64,7 +63,7 @@ impl Stage for Clean {
         let prompt_version = prompt_version(
             &options.prompt_version,
             &self.default_prompt_version,
-            PROMPT_VERSIONS,
+            CLEANING_PROMPT_VERSIONS,
         )?;
         let text_id = ctx
             .inputs

@@ -40,16 +40,8 @@ pub enum CorrectionMode {
 }
 
 impl CorrectionMode {
-    /// `always`, `low-confidence` or `never`.
-    pub fn parse(value: &str) -> Option<Self> {
-        match value {
-            "always" => Some(CorrectionMode::Always),
-            "low-confidence" => Some(CorrectionMode::LowConfidence),
-            "never" => Some(CorrectionMode::Never),
-            _ => None,
-        }
-    }
-
+    /// The setting's name for the mode (`SHELF_OCR_LLM_CORRECTION`, which the settings parse
+    /// into this enum once).
     fn as_str(self) -> &'static str {
         match self {
             CorrectionMode::Always => "always",
@@ -377,19 +369,5 @@ mod tests {
                        chose to delay choosing about building another book depot till later on.";
         assert!(correction_problem(source, rewrite).is_some());
         assert!(correction_problem(source, "A meeting happened.").is_some());
-    }
-
-    #[test]
-    fn modes_parse_from_the_setting() {
-        assert_eq!(
-            CorrectionMode::parse("always"),
-            Some(CorrectionMode::Always)
-        );
-        assert_eq!(
-            CorrectionMode::parse("low-confidence"),
-            Some(CorrectionMode::LowConfidence)
-        );
-        assert_eq!(CorrectionMode::parse("never"), Some(CorrectionMode::Never));
-        assert_eq!(CorrectionMode::parse("sometimes"), None);
     }
 }

@@ -13,12 +13,12 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use shelf_db::sql::SqlExt;
 use shelf_documents::pages::put_pages_statements;
 use shelf_documents::{
     Document, DocumentStore, PageRecord, PageSource, TEXT_KIND_RAW, format_for,
     put_segments_statements,
 };
-use shelf_engine::sql::SqlExt;
 use shelf_engine::{Stage, StageContext, StageError};
 pub use shelf_extractors::Limits;
 use shelf_extractors::{Control, ExtractError, Extraction, Input, Kind, extractor_version};

@@ -23,9 +23,10 @@ use shelf_documents::pages::{
 };
 use shelf_documents::{DocumentStore, format_for};
 use shelf_engine::{Stage, StageContext, StageError};
+use shelf_extractors::Control;
 use shelf_extractors::Kind;
 pub use shelf_ocr::OcrSettings;
-use shelf_ocr::{Control, OcrError, PageImage, PageText, Recognizer};
+use shelf_ocr::{OcrError, PageImage, PageText, Recognizer};
 
 use crate::StageDeps;
 use crate::errors::from_documents;
@@ -429,7 +430,7 @@ impl Ocr {
             .create_page_images_dir(document_id)
             .await
             .map_err(from_documents)?;
-        let name = format!("page-{number:04}.png");
+        let name = shelf_documents::DataDir::page_image_name(number);
         let path = dir.join(&name);
         // Unique per write: a worker that lost the run may still be writing the same page.
         let partial = dir.join(format!(".{name}.{:016x}.part", fastrand::u64(..)));

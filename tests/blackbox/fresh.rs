@@ -3,7 +3,7 @@
 //! refused public bind touches no storage, a broken `uploads` answers `ingest_failed`; and
 //! `shelf delete` through the same service as `DELETE /documents/{id}`.
 
-use shelf_app::engine::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Output;

@@ -33,4 +33,3 @@ mod secrets;
 mod storage;
 mod support;
 mod telemetry;
-mod tidy;

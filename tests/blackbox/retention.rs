@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
-use shelf_app::engine::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 
 use crate::pg_cluster::PgCluster;
 use crate::support::Env;

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use shelf_app::engine::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 
 use crate::support::{Env, corpus};
 

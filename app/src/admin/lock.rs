@@ -10,10 +10,9 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
-use super::AdminError;
+use shelf_documents::DataDir;
 
-/// The lock file's name in the data directory.
-pub const LOCK_FILE: &str = "shelf.lock";
+use super::AdminError;
 
 /// A held lock; dropping it (or the process ending) releases it.
 #[derive(Debug)]
@@ -24,7 +23,7 @@ pub struct DataDirLock {
 
 fn open_lock_file(data_dir: &Path) -> Result<(File, PathBuf), AdminError> {
     std::fs::create_dir_all(data_dir).map_err(AdminError::io("cannot create", data_dir))?;
-    let path = data_dir.join(LOCK_FILE);
+    let path = DataDir::new(data_dir).lock_file();
     // A symlinked lock file could point two data directories at one lock, or at a file the
     // operator cares about: refuse it.
     if let Ok(meta) = std::fs::symlink_metadata(&path)
@@ -93,8 +92,8 @@ mod tests {
     #[test]
     fn a_symlinked_lock_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(dir.path().join("elsewhere"), dir.path().join(LOCK_FILE))
-            .unwrap();
+        let lock_file = DataDir::new(dir.path()).lock_file();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), lock_file).unwrap();
         assert_eq!(
             hold_shared(dir.path()).unwrap_err().code(),
             "symlinked_path"

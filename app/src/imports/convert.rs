@@ -4,13 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+use shelf_documents::DataDir;
 
 use super::manifest::write_atomic;
 use super::paths::create_dir_below;
 use super::request::{OutputFormat, OutputMode};
 
-/// Directory of the workspace outputs under the data directory.
-pub const CONVERTED_DIR: &str = "converted";
 /// Directory the `subdirectory` mode writes beside the sources.
 pub const SUBDIRECTORY_NAME: &str = "shelf-converted";
 /// Suffix of a page manifest sidecar, after the output's name.
@@ -42,10 +41,12 @@ impl OutputLayout {
             source.parent().map(Path::to_path_buf).unwrap_or_default()
         };
         let base = match mode {
-            OutputMode::Workspace if source_is_dir => {
-                Some(data_dir.join(CONVERTED_DIR).join(workspace_subdir(source)))
-            }
-            OutputMode::Workspace => Some(data_dir.join(CONVERTED_DIR)),
+            OutputMode::Workspace if source_is_dir => Some(
+                DataDir::new(data_dir)
+                    .converted()
+                    .join(workspace_subdir(source)),
+            ),
+            OutputMode::Workspace => Some(DataDir::new(data_dir).converted()),
             OutputMode::NewDirectory(dir) => Some(dir.clone()),
             OutputMode::Original | OutputMode::Subdirectory => None,
         };

@@ -1,5 +1,7 @@
 //! The imports' error: which request field was refused and why, caps, and the failures of the
-//! import itself, each with the stable code both front ends show.
+//! import itself, each with its code of the one table (`shelf_documents::codes`).
+
+use shelf_documents::ErrorCode;
 
 use crate::error::AppError;
 
@@ -36,18 +38,28 @@ pub enum ImportError {
 }
 
 impl ImportError {
-    /// The stable machine-readable code (docs/errors.md). Exhaustive.
+    /// The code of the table (`shelf_documents::codes`) this error answers with. Exhaustive.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            ImportError::NoImportRoot | ImportError::InvalidImportPath(_) => {
+                ErrorCode::InvalidImportPath
+            }
+            ImportError::Invalid { .. } => ErrorCode::ValidationError,
+            ImportError::InvalidManifestPath(_) => ErrorCode::InvalidManifestPath,
+            ImportError::InvalidOutputDir(_) => ErrorCode::InvalidOutputDir,
+            ImportError::TooLarge(_) => ErrorCode::ImportTooLarge,
+            ImportError::ManifestTooLarge { .. } => ErrorCode::ImportManifestTooLarge,
+            ImportError::Io(e) if shelf_db::is_storage_full_io(e) => ErrorCode::InsufficientStorage,
+            ImportError::Io(_) => ErrorCode::ServerError,
+            ImportError::App(e) => e.error_code(),
+        }
+    }
+
+    /// The code the CLI prints and exits by (an [`AppError`]'s command-line codes included).
     pub fn code(&self) -> &'static str {
         match self {
-            ImportError::NoImportRoot | ImportError::InvalidImportPath(_) => "invalid_import_path",
-            ImportError::Invalid { .. } => "validation_error",
-            ImportError::InvalidManifestPath(_) => "invalid_manifest_path",
-            ImportError::InvalidOutputDir(_) => "invalid_output_dir",
-            ImportError::TooLarge(_) => "import_too_large",
-            ImportError::ManifestTooLarge { .. } => "import_manifest_too_large",
-            ImportError::Io(e) if shelf_engine::db::is_storage_full_io(e) => "insufficient_storage",
-            ImportError::Io(_) => "server_error",
             ImportError::App(e) => e.code(),
+            other => other.error_code().as_str(),
         }
     }
 

@@ -231,6 +231,24 @@ pub(crate) fn read_capped(path: &Path, max_bytes: u64) -> Result<Vec<u8>, Import
     Ok(bytes)
 }
 
+/// The default manifest of a hot folder (`shelf import --watch` without `--manifest`): in
+/// `dir` (the data directory's `hot-folders`), created if missing, named after the folder and
+/// a 32-bit FNV-1a hash of its absolute path, so two watched folders of one name keep apart
+/// manifests and the same folder always finds its own again.
+pub fn hot_folder_manifest(dir: &Path, folder: &Path) -> std::io::Result<PathBuf> {
+    let absolute = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
+    let name = absolute
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into());
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in absolute.as_os_str().as_encoded_bytes() {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    std::fs::create_dir_all(dir)?;
+    Ok(dir.join(format!("{name}-{:08x}.json", hash as u32)))
+}
+
 /// The report at `path`: `None` when no file is there; `InvalidManifestPath` when the file
 /// is not an import report (so it is never overwritten), `ManifestTooLarge` over the cap.
 pub fn read_report(path: &Path, max_bytes: u64) -> Result<Option<ImportReport>, ImportError> {
@@ -539,5 +557,34 @@ mod tests {
             status_page(&path, 1 << 20, 5000, 0).expect("page").limit,
             1000
         );
+    }
+
+    #[test]
+    fn a_hot_folder_keeps_one_manifest_named_after_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let manifests = dir.path().join("hot-folders");
+        let inbox = dir.path().join("a").join("inbox");
+        let other = dir.path().join("b").join("inbox");
+        let first = hot_folder_manifest(&manifests, &inbox).expect("manifest");
+        assert!(manifests.is_dir());
+        assert_eq!(
+            first,
+            hot_folder_manifest(&manifests, &inbox).expect("again")
+        );
+        let second = hot_folder_manifest(&manifests, &other).expect("other");
+        assert_ne!(
+            first, second,
+            "two folders of one name keep apart manifests"
+        );
+        let name = first
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            name.starts_with("inbox-") && name.ends_with(".json"),
+            "{name}"
+        );
+        assert_eq!(name.len(), "inbox-".len() + 8 + ".json".len());
     }
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use shelf_documents::{PageSource, now_timestamp};
+use shelf_documents::{ErrorCode, PageSource, now_timestamp};
 use shelf_stages::extract::extract_document;
 use tokio_util::sync::CancellationToken;
 
@@ -96,7 +96,7 @@ impl Import {
             options.format,
             &options.source,
             options.source_is_dir,
-            &shelf.settings.data_dir,
+            &shelf.settings.storage.data_dir,
         );
         let reusable = match (&existing, options.resume) {
             (Some(report), true) => report.successes(),
@@ -129,7 +129,7 @@ impl Import {
         };
         let mut skip: Vec<PathBuf> = options.manifest.iter().cloned().collect();
         skip.extend(layout.base().map(Path::to_path_buf));
-        skip.extend(std::fs::canonicalize(&shelf.settings.data_dir).ok());
+        skip.extend(std::fs::canonicalize(&shelf.settings.storage.data_dir).ok());
         Ok(Import {
             shelf: shelf.clone(),
             options,
@@ -324,7 +324,7 @@ impl Import {
         let started = Instant::now();
         let outcome = match item {
             Planned::Refused { detail, .. } => Err(RecordError {
-                code: "invalid_import_path".into(),
+                code: ErrorCode::InvalidImportPath.as_str().into(),
                 detail: (*detail).into(),
             }),
             Planned::File { path, bytes } => {
@@ -375,10 +375,10 @@ impl Import {
                 tracing::error!(error = %e, "import ingest failed");
                 "Document ingest failed".to_string()
             };
-            let code = if e.is_user_error() || e.code() == "database_corrupt" {
+            let code = if e.is_user_error() || e.error_code() == ErrorCode::DatabaseCorrupt {
                 e.code()
             } else {
-                "ingest_failed"
+                ErrorCode::IngestFailed.as_str()
             };
             RecordError {
                 code: code.into(),
@@ -449,7 +449,7 @@ impl Import {
             let from_run = shelf_documents::pages::run_pages(&self.shelf.db, &document.id, &run.id)
                 .await
                 .map_err(|e| RecordError {
-                    code: "server_error".into(),
+                    code: ErrorCode::ServerError.as_str().into(),
                     detail: {
                         tracing::error!(error = %e, "import could not read page records");
                         "Page records could not be read".into()
@@ -538,7 +538,7 @@ impl Shelf {
         let path = boundary.resolve(manifest_path, PathField::Manifest)?;
         super::manifest::status_page(
             &path,
-            self.settings.api_max_import_manifest_bytes,
+            self.settings.api.max_import_manifest_bytes,
             limit,
             offset,
         )
@@ -554,7 +554,7 @@ impl Shelf {
         let path = boundary.resolve(manifest_path, PathField::Manifest)?;
         super::page_manifest::page_progress(
             &path,
-            self.settings.api_max_import_manifest_bytes,
+            self.settings.api.max_import_manifest_bytes,
             failures_only,
         )
     }
@@ -562,9 +562,9 @@ impl Shelf {
     /// The API's limits: `SHELF_API_MAX_IMPORT_*`.
     pub fn api_import_limits(&self) -> ImportLimits {
         ImportLimits {
-            max_files: Some(self.settings.api_max_import_files),
-            max_bytes: Some(self.settings.api_max_import_bytes),
-            max_manifest_bytes: self.settings.api_max_import_manifest_bytes,
+            max_files: Some(self.settings.api.max_import_files),
+            max_bytes: Some(self.settings.api.max_import_bytes),
+            max_manifest_bytes: self.settings.api.max_import_manifest_bytes,
         }
     }
 }

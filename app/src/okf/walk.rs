@@ -8,12 +8,18 @@
 //! A concept's slug is decided among *all* processed documents with its code, whatever the
 //! filter, so `GET /documents/{id}/okf` and every bundle put a document at the same path.
 
-use shelf_engine::sql::{SqlExt, is_postgres};
 use std::collections::{BTreeMap, VecDeque};
 
-use sea_orm::{DatabaseConnection, DbBackend, QueryResult, Statement, Value};
+use sea_orm::DatabaseConnection;
 use serde::Serialize;
+use shelf_documents::catalog::{
+    ConceptFilter, concept_codes, concept_count, concept_members, unprocessed_page,
+};
 use shelf_documents::{Document, TEXT_KIND_CLEANED, dewey, find_document, latest_succeeded_text};
+// A concept's text is a cleaned text of a run whose work stands: one that succeeded or that a
+// succeeded retry replayed (the walk then reads the exact text with `succeeded_run_ids`,
+// which follows whole retry chains).
+use shelf_engine::subject_sql::{run_succeeded_or_replayed, succeeded_run_ids};
 
 use super::OKF_VERSION;
 use super::render::{
@@ -94,58 +100,14 @@ pub struct OkfBundle {
     pub truncated: bool,
 }
 
-fn stmt(sql: &str, values: Vec<Value>) -> Statement {
-    Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)
-}
-
-fn has_cleaned() -> String {
-    format!(
-        // A text of a succeeded run, or of a run a succeeded retry replayed (the walk then
-        // reads the exact text with `latest_succeeded_text`, which follows whole retry chains).
-        "EXISTS (SELECT 1 FROM document_texts t JOIN runs r ON r.id = t.run_id \
-         WHERE t.document_id = d.id AND t.kind = '{TEXT_KIND_CLEANED}' AND (r.status = 'succeeded' \
-         OR EXISTS (SELECT 1 FROM runs s WHERE s.retry_of = r.id AND s.status = 'succeeded')))"
-    )
-}
-
-/// `AND …` clauses of the filter on `documents d`, pushing their values.
-fn filter_sql(filter: &OkfFilter, values: &mut Vec<Value>, postgres: bool) -> String {
-    let mut sql = String::new();
-    if let Some(prefix) = &filter.classification_prefix {
-        // The cast: PostgreSQL has no `substr(text, int, bigint)` for the i64 bound here.
-        sql.push_str(" AND substr(d.classification, 1, CAST(? AS INTEGER)) = ?");
-        values.push(
-            i64::try_from(prefix.chars().count())
-                .unwrap_or(i64::MAX)
-                .into(),
-        );
-        values.push(prefix.clone().into());
-    }
-    if let Some(tag) = &filter.tag {
-        if postgres {
-            // Shelf writes `tags` as a JSON array (serde); anything else counts as no tags,
-            // as `json_valid` makes it on SQLite.
-            sql.push_str(
-                " AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(CASE WHEN d.tags LIKE '[%' \
-                 THEN CAST(d.tags AS jsonb) ELSE CAST('[]' AS jsonb) END) j(value) \
-                 WHERE lower(j.value) = lower(?))",
-            );
-        } else {
-            sql.push_str(
-                " AND EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(d.tags) THEN d.tags ELSE '[]' END) j \
-                 WHERE lower(j.value) = lower(?))",
-            );
+impl OkfFilter {
+    /// The filter as the documents catalog takes it.
+    fn concepts(&self) -> ConceptFilter<'_> {
+        ConceptFilter {
+            classification_prefix: self.classification_prefix.as_deref(),
+            tag: self.tag.as_deref(),
         }
-        values.push(tag.clone().into());
     }
-    sql
-}
-
-fn tags_of(row: &QueryResult) -> Vec<String> {
-    row.try_get::<String>("", "tags")
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default()
 }
 
 fn has_tag(tags: &[String], tag: &str) -> bool {
@@ -180,26 +142,17 @@ fn concept_title(title: Option<&str>, filename: &str) -> String {
 /// Every processed document (cleaned output and this code) filed under `code`, newest first,
 /// with its unique slug.
 async fn group(db: &DatabaseConnection, code: &str) -> Result<Vec<Member>, AppError> {
-    let sql = format!(
-        "SELECT d.id, d.filename, d.title, d.tags FROM documents d \
-         WHERE d.classification = ? AND {} ORDER BY d.created_at DESC, d.id ASC",
-        has_cleaned()
-    );
-    let rows = db
-        .query_all_sql(stmt(&sql, vec![code.to_string().into()]))
-        .await?;
-    let mut members = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let filename: String = row.try_get("", "filename")?;
-        let title: Option<String> = row.try_get("", "title")?;
-        members.push(Member {
-            id: row.try_get("", "id")?,
-            slug: base_slug(title.as_deref(), &filename),
-            filename,
-            title,
-            tags: tags_of(row),
-        });
-    }
+    let mut members: Vec<Member> = concept_members(db, code, run_succeeded_or_replayed)
+        .await?
+        .into_iter()
+        .map(|m| Member {
+            slug: base_slug(m.title.as_deref(), &m.filename),
+            id: m.id,
+            filename: m.filename,
+            title: m.title,
+            tags: m.tags,
+        })
+        .collect();
     let pairs: Vec<(String, String)> = members
         .iter()
         .map(|m| (m.id.clone(), m.slug.clone()))
@@ -257,7 +210,9 @@ async fn render(
     let Some(doc) = find_document(db, id).await? else {
         return Ok(None);
     };
-    let Some(text) = latest_succeeded_text(db, id, TEXT_KIND_CLEANED).await? else {
+    let Some(text) =
+        latest_succeeded_text(db, id, TEXT_KIND_CLEANED, &succeeded_run_ids(id)).await?
+    else {
         return Ok(None);
     };
     let Some(dir) = concept_dir(code) else {
@@ -363,27 +318,16 @@ impl OkfWalk {
 
     async fn next_code(&mut self) -> Result<Option<String>, AppError> {
         if self.codes.is_empty() && !self.codes_exhausted {
-            let mut values = Vec::new();
-            let mut sql = format!(
-                "SELECT DISTINCT d.classification AS code FROM documents d \
-                 WHERE d.classification IS NOT NULL AND {}",
-                has_cleaned()
-            );
-            if let Some(after) = &self.after_code {
-                sql.push_str(" AND d.classification > ?");
-                values.push(after.clone().into());
-            }
-            sql.push_str(&filter_sql(
-                &self.filter,
-                &mut values,
-                is_postgres(&self.db),
-            ));
-            sql.push_str(&format!(" ORDER BY d.classification LIMIT {CODE_PAGE}"));
-            let rows = self.db.query_all_sql(stmt(&sql, values)).await?;
-            self.codes_exhausted = (rows.len() as u64) < CODE_PAGE;
-            for row in rows {
-                self.codes.push_back(row.try_get("", "code")?);
-            }
+            let codes = concept_codes(
+                &self.db,
+                &self.filter.concepts(),
+                self.after_code.as_deref(),
+                CODE_PAGE,
+                run_succeeded_or_replayed,
+            )
+            .await?;
+            self.codes_exhausted = (codes.len() as u64) < CODE_PAGE;
+            self.codes.extend(codes);
             if let Some(last) = self.codes.back() {
                 self.after_code = Some(last.clone());
             }
@@ -442,56 +386,34 @@ pub async fn skipped_page(
     after: Option<&SkippedCursor>,
     limit: u64,
 ) -> Result<(Vec<OkfSkipped>, Option<SkippedCursor>), AppError> {
-    let mut values = Vec::new();
-    let mut sql = format!(
-        "SELECT d.id, d.filename, d.created_at, d.classification IS NOT NULL AS classified, \
-         {} AS cleaned FROM documents d WHERE (d.classification IS NULL OR NOT {})",
-        has_cleaned(),
-        has_cleaned()
-    );
-    if let Some((created_at, id)) = after {
-        sql.push_str(" AND (d.created_at < ? OR (d.created_at = ? AND d.id > ?))");
-        values.push(created_at.clone().into());
-        values.push(created_at.clone().into());
-        values.push(id.clone().into());
-    }
-    sql.push_str(&filter_sql(filter, &mut values, is_postgres(db)));
-    sql.push_str(" ORDER BY d.created_at DESC, d.id ASC LIMIT ?");
-    values.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
-    let rows = db.query_all_sql(stmt(&sql, values)).await?;
+    let rows = unprocessed_page(
+        db,
+        &filter.concepts(),
+        after.map(|(created_at, id)| (created_at.as_str(), id.as_str())),
+        limit,
+        run_succeeded_or_replayed,
+    )
+    .await?;
     let mut out = Vec::with_capacity(rows.len());
     let mut cursor = None;
-    for row in &rows {
-        let cleaned: bool = row.try_get("", "cleaned")?;
-        let id: String = row.try_get("", "id")?;
+    for row in rows {
         out.push(OkfSkipped {
-            document_id: id.clone(),
-            filename: row.try_get("", "filename")?,
-            reason: if cleaned {
+            document_id: row.id.clone(),
+            filename: row.filename,
+            reason: if row.cleaned {
                 SkipReason::NoClassification
             } else {
                 SkipReason::NoCleanedOutput
             },
         });
-        cursor = Some((row.try_get("", "created_at")?, id));
+        cursor = Some((row.created_at, row.id));
     }
     Ok((out, cursor))
 }
 
 /// How many concepts the filter matches (before `limit`), for progress.
 pub async fn count(db: &DatabaseConnection, filter: &OkfFilter) -> Result<u64, AppError> {
-    let mut values = Vec::new();
-    let sql = format!(
-        "SELECT count(*) AS n FROM documents d WHERE d.classification IS NOT NULL AND {}{}",
-        has_cleaned(),
-        filter_sql(filter, &mut values, is_postgres(db))
-    );
-    let row = db.query_one_sql(stmt(&sql, values)).await?;
-    let n: i64 = match row {
-        Some(row) => row.try_get("", "n")?,
-        None => 0,
-    };
-    Ok(u64::try_from(n).unwrap_or(0))
+    Ok(concept_count(db, &filter.concepts(), run_succeeded_or_replayed).await?)
 }
 
 impl Shelf {

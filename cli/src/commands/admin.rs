@@ -60,10 +60,10 @@ pub async fn run(command: Command) -> CliResult {
                 );
             } else {
                 match outcome {
-                    shelf_app::engine::store::CancelOutcome::Canceled => {
+                    shelf_engine::store::CancelOutcome::Canceled => {
                         outln!("run {} canceled", run.id)
                     }
-                    shelf_app::engine::store::CancelOutcome::Requested => {
+                    shelf_engine::store::CancelOutcome::Requested => {
                         outln!(
                             "cancel requested; the worker holding run {} will stop it",
                             run.id

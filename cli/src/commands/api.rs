@@ -34,12 +34,12 @@ pub struct Args {
 pub async fn run(args: Args) -> CliResult {
     let settings = super::settings(false)?;
     crate::logging::init(&settings, false, false)?;
-    let host = args.host.unwrap_or_else(|| settings.api_host.clone());
-    let port = args.port.unwrap_or(settings.api_port);
+    let host = args.host.unwrap_or_else(|| settings.api.host.clone());
+    let port = args.port.unwrap_or(settings.api.port);
     // The range check above keeps the flag within MAX_API_WORKERS, so it fits a usize.
     let workers = args
         .workers
-        .map_or(settings.api_workers, |n| usize::try_from(n).unwrap_or(0));
+        .map_or(settings.api.workers, |n| usize::try_from(n).unwrap_or(0));
     // The bind rule reads only settings: a refused public bind touches no storage.
     let listener = shelf_server::bind(&settings, &host, port)
         .await

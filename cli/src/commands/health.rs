@@ -27,7 +27,7 @@ pub async fn run(args: Args) -> CliResult {
         Some(url) => url,
         None => format!(
             "http://127.0.0.1:{}/health",
-            super::settings(false)?.api_port
+            super::settings(false)?.api.port
         ),
     };
     let client = reqwest::Client::builder()

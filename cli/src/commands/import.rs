@@ -111,11 +111,17 @@ pub async fn run(args: Args) -> CliResult {
         .map_err(|e| Failure::from_app(e, args.json))?;
     let mut manifest = args.manifest.clone();
     if args.watch && manifest.is_none() {
-        manifest = Some(hot_folder_manifest(
-            &shelf.settings.data_dir,
-            &args.path,
-            args.json,
-        )?);
+        let dir = shelf.settings.storage.layout().hot_folders();
+        let path =
+            shelf_app::imports::manifest::hot_folder_manifest(&dir, &args.path).map_err(|e| {
+                Failure {
+                    detail: format!("cannot create {}: {e}", dir.display()),
+                    code: "server_error".into(),
+                    exit: EXIT_FAILED,
+                    json: args.json,
+                }
+            })?;
+        manifest = Some(path);
     }
     let request = ImportRequest {
         source_dir: path_arg(&args.path),
@@ -147,7 +153,7 @@ pub async fn run(args: Args) -> CliResult {
     let limits = ImportLimits {
         max_files: None,
         max_bytes: None,
-        max_manifest_bytes: shelf.settings.api_max_import_manifest_bytes,
+        max_manifest_bytes: shelf.settings.api.max_import_manifest_bytes,
     };
     // Ctrl-C stops after the current file: the manifest keeps every finished file for
     // `--resume`, and a run cut short goes back to the queue for `shelf worker`.
@@ -204,31 +210,6 @@ pub async fn run(args: Args) -> CliResult {
             ExitCode::SUCCESS
         },
     )
-}
-
-/// The default manifest of a hot folder: in the data directory, named after the folder.
-fn hot_folder_manifest(
-    data_dir: &std::path::Path,
-    folder: &std::path::Path,
-    json: bool,
-) -> Result<PathBuf, Failure> {
-    let absolute = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
-    let name = absolute
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "root".into());
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in absolute.as_os_str().as_encoded_bytes() {
-        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
-    }
-    let dir = data_dir.join("hot-folders");
-    std::fs::create_dir_all(&dir).map_err(|e| Failure {
-        detail: format!("cannot create {}: {e}", dir.display()),
-        code: "server_error".into(),
-        exit: EXIT_FAILED,
-        json,
-    })?;
-    Ok(dir.join(format!("{name}-{:08x}.json", hash as u32)))
 }
 
 fn failure(e: ImportError, json: bool) -> Failure {

@@ -74,7 +74,7 @@ pub async fn open(json: bool) -> Result<Shelf, Failure> {
 /// The shared lock a long-running service holds on its data directory for as long as it runs,
 /// so that a restore refuses to swap the database under it (`shelf_app::admin::lock`).
 pub fn hold_data_dir(settings: &Settings) -> Result<shelf_app::admin::lock::DataDirLock, Failure> {
-    shelf_app::admin::lock::hold_shared(&settings.data_dir)
+    shelf_app::admin::lock::hold_shared(&settings.storage.data_dir)
         .map_err(|e| Failure::from_app(e.into(), false))
 }
 
@@ -90,7 +90,7 @@ pub fn hold_for_process(settings: &Settings, json: bool) -> Result<(), Failure> 
     if PROCESS_LOCK.get().is_some() {
         return Ok(());
     }
-    let lock = shelf_app::admin::lock::hold_shared(&settings.data_dir)
+    let lock = shelf_app::admin::lock::hold_shared(&settings.storage.data_dir)
         .map_err(|e| Failure::from_app(e.into(), json))?;
     // Another thread may have won the race; its lock is as good, and this one drops.
     let _ = PROCESS_LOCK.set(lock);

@@ -109,7 +109,7 @@ pub async fn run(args: OkfArgs, json: bool) -> CliResult {
         cursor = next;
     }
     let truncated = walk.truncated();
-    let indexes = walk.finish(&shelf_app::documents::now_timestamp(), skipped);
+    let indexes = walk.finish(&shelf_documents::now_timestamp(), skipped);
     let index_files = indexes.len() as u64;
     for index in indexes {
         tokio::task::block_in_place(|| out.write(&index.path, &index.content))

@@ -4,7 +4,7 @@
 use crate::output::outln;
 use std::process::ExitCode;
 
-use shelf_app::documents::{ListedPage, PageListing, PageSummary};
+use shelf_documents::{ListedPage, PageListing, PageSummary};
 
 use crate::CliResult;
 use crate::output::{OrFail, print_json};
@@ -124,7 +124,7 @@ fn summary_line(s: &PageSummary) -> String {
 
 #[cfg(test)]
 mod tests {
-    use shelf_app::documents::PageSource;
+    use shelf_documents::PageSource;
 
     use super::*;
 

@@ -4,7 +4,7 @@ use crate::output::{errln, out, outln};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use shelf_app::engine::pipeline::GraphFormat;
+use shelf_engine::pipeline::GraphFormat;
 
 use crate::CliResult;
 use crate::output::{OrFail, print_json};
@@ -47,10 +47,10 @@ pub async fn run(command: Command) -> CliResult {
     );
     let mut settings = super::settings(json)?;
     crate::logging::init(&settings, true, json)?;
-    settings.data_dir = scratch.path().to_path_buf();
-    settings.database_path = scratch.path().join("scratch.sqlite");
+    settings.storage.data_dir = scratch.path().to_path_buf();
+    settings.storage.database_path = scratch.path().join("scratch.sqlite");
     // A check needs no shared database: never migrate or touch the configured PostgreSQL.
-    settings.database_url = None;
+    settings.storage.database_url = None;
     let shelf = shelf_app::Shelf::open(settings).await.or_fail(json)?;
     match command {
         Command::Check { file, json } => match shelf.check_pipeline_file(&file) {
@@ -70,7 +70,7 @@ pub async fn run(command: Command) -> CliResult {
                 }
                 Ok(ExitCode::SUCCESS)
             }
-            Err(shelf_app::AppError::Pipeline(shelf_app::engine::PipelineError::Invalid {
+            Err(shelf_app::AppError::Pipeline(shelf_engine::PipelineError::Invalid {
                 file,
                 diagnostics,
             })) => {
@@ -100,7 +100,7 @@ pub async fn run(command: Command) -> CliResult {
             Ok(ExitCode::SUCCESS)
         }
         Command::List { json } => {
-            let names = shelf_app::pipelines::names(shelf.settings.pipelines_dir.as_deref());
+            let names = shelf_app::pipelines::names(shelf.settings.pipeline.dir.as_deref());
             if json {
                 print_json(&names);
             } else {

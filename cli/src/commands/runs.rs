@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use shelf_app::Shelf;
-use shelf_app::engine::RunStatus;
+use shelf_engine::RunStatus;
 
 use crate::CliResult;
 use crate::output::{EXIT_FAILED, OrFail, print_json};

@@ -4,7 +4,7 @@
 use crate::output::{errln, outln};
 use std::process::ExitCode;
 
-use shelf_app::documents::SearchBody;
+use shelf_documents::SearchBody;
 
 use crate::CliResult;
 use crate::output::{EXIT_USAGE, Failure, OrFail, print_json};
@@ -125,8 +125,8 @@ pub async fn run(args: Args) -> CliResult {
                 if let Some(c) = &cited.transcript_citation {
                     outln!(
                         "    at {}-{} ({} match): {}",
-                        shelf_app::documents::citations::clock(c.start_seconds),
-                        shelf_app::documents::citations::clock(c.end_seconds),
+                        shelf_documents::citations::clock(c.start_seconds),
+                        shelf_documents::citations::clock(c.end_seconds),
                         c.strategy.as_str(),
                         c.text
                     );

@@ -33,7 +33,7 @@ pub async fn run(args: Args) -> CliResult {
     crate::logging::init(&settings, false, false)?;
     let concurrency = args
         .concurrency
-        .unwrap_or(settings.worker_concurrency)
+        .unwrap_or(settings.worker.concurrency)
         .max(1);
     let _lock = super::hold_data_dir(&settings)?;
     // A damaged database is refused before anything is written into it (exit 4).

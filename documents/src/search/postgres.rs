@@ -1,7 +1,7 @@
 //! Search's PostgreSQL dialect: the normalized terms as a `tsquery` over the generated
 //! `tsvector` columns (GIN-indexed), ranked by `ts_rank_cd`, with `ts_headline` snippets.
 //!
-//! The rules (terms, match modes, stop words, filters, paging, ties) stay in the parent module;
+//! The rules (terms, match modes, stop words, filters, paging, ties) stay in `query` and `plan`;
 //! this one only says how a plan's terms are matched, ranked and highlighted in PostgreSQL.
 //! No user text reaches `to_tsquery` as syntax: each term's text is quoted here as one
 //! `tsquery` lexeme, which `to_tsquery` only hands to the parser and dictionaries (as it does
@@ -11,7 +11,10 @@ use std::borrow::Cow;
 
 use sea_orm::Value;
 
-use super::{MARK_CLOSE_SENTINEL, MARK_OPEN_SENTINEL, SNIPPET_TOKENS, SearchScope, is_stop_word};
+use super::page;
+use super::request::SearchScope;
+use super::snippets::{MARK_CLOSE_SENTINEL, MARK_OPEN_SENTINEL, SNIPPET_TOKENS};
+use super::stop_words::is_stop_word;
 
 /// `ts_rank_cd`'s normalization: 1 divides the rank by 1 + log(document length), 16 by
 /// 1 + log(unique words). BM25 damps long documents too; without these the longest abstracts
@@ -154,36 +157,25 @@ impl TsQuery {
         filter_sql: &str,
         with_snippets: bool,
     ) -> String {
-        let ranked = format!(
-            "WITH page AS (SELECT {table}.rowid AS rid, \
-             CAST(-ts_rank_cd({}, q, {}) AS DOUBLE PRECISION) AS bm25_score, \
-             d.created_at AS created_at, d.id AS id {} \
-             ORDER BY bm25_score ASC, d.created_at DESC, d.id ASC LIMIT ? OFFSET ?) ",
+        let score = format!(
+            "CAST(-ts_rank_cd({}, q, {}) AS DOUBLE PRECISION)",
             self.vector(table),
-            RANK_NORMALIZATION,
-            self.source_clause(table, filter_sql)
+            RANK_NORMALIZATION
         );
+        let ranked = page::ranked_cte(table, &score, &self.source_clause(table, filter_sql));
         if !with_snippets {
-            return format!(
-                "{ranked}SELECT id AS document_id, bm25_score FROM page \
-                 ORDER BY bm25_score ASC, created_at DESC, id ASC"
-            );
+            return page::select_ids(&ranked);
         }
-        let run_id = match scope {
-            SearchScope::Cleaned => format!("{table}.run_id"),
-            SearchScope::Raw => "NULL".to_string(),
-        };
-        format!(
-            "{ranked}SELECT d.id AS document_id, d.filename, d.status, d.created_at, \
-             d.classification, d.classification_label, {run_id} AS run_id, \
-             page.bm25_score AS bm25_score, \
-             ts_headline('{config}', translate({table}.body, '<>', ?), q, ?) AS snippet, \
-             EXISTS (SELECT 1 FROM document_segments s WHERE s.document_id = d.id) \
-             AS has_transcript \
-             FROM page JOIN {table} ON {table}.rowid = page.rid \
-             JOIN documents d ON d.pk = page.rid, to_tsquery('{config}', ?) AS q \
-             ORDER BY page.bm25_score ASC, page.created_at DESC, page.id ASC",
-            config = self.config
+        let config = self.config;
+        page::select_hits(
+            &ranked,
+            table,
+            scope,
+            &format!("ts_headline('{config}', translate({table}.body, '<>', ?), q, ?)"),
+            &format!(
+                "JOIN {table} ON {table}.rowid = page.rid \
+                 JOIN documents d ON d.pk = page.rid, to_tsquery('{config}', ?) AS q"
+            ),
         )
     }
 

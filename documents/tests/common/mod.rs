@@ -50,7 +50,7 @@ impl Env {
     }
 
     pub fn is_postgres(&self) -> bool {
-        shelf_engine::sql::is_postgres(self.db())
+        shelf_db::sql::is_postgres(self.db())
     }
 
     /// Stages `bytes` like the upload handler does and ingests them.
@@ -147,4 +147,49 @@ pub fn files_under(root: &Path) -> Vec<String> {
     walk(root, root, &mut out);
     out.sort();
     out
+}
+
+/// The engine's run fragments (`shelf_engine::subject_sql`) as the app hands them to this
+/// crate: documents may not depend on the engine, not even in tests, so these tests write the
+/// same SQL here. The engine's tests check its own fragments against real runs, and the app's
+/// and the black-box tests run the real pair.
+pub mod engine_sql {
+    use sea_orm::{DbBackend, Statement};
+    use shelf_db::SqlFragment;
+
+    pub fn succeeded_run_ids(subject: &str) -> SqlFragment {
+        SqlFragment::new(
+            "WITH RECURSIVE good (id, retry_of) AS (\
+             SELECT id, retry_of FROM runs WHERE subject = ? AND status = 'succeeded' \
+             UNION SELECT r.id, r.retry_of FROM runs r JOIN good g ON r.id = g.retry_of) \
+             SELECT id FROM good",
+            [subject.to_string().into()],
+        )
+    }
+
+    pub fn has_succeeded_run(subject: &str) -> SqlFragment {
+        SqlFragment::new(
+            "EXISTS (SELECT 1 FROM runs WHERE subject = ? AND status = 'succeeded')",
+            [subject.to_string().into()],
+        )
+    }
+
+    pub fn run_created_order(run_id: &str) -> SqlFragment {
+        SqlFragment::new(
+            format!(
+                "(SELECT engine_run.created_at FROM runs engine_run WHERE engine_run.id = {run_id}) \
+                 DESC NULLS LAST, \
+                 (SELECT engine_run.rowid FROM runs engine_run WHERE engine_run.id = {run_id}) DESC"
+            ),
+            [],
+        )
+    }
+
+    pub fn delete_runs_of(subject: &str) -> Vec<Statement> {
+        vec![Statement::from_sql_and_values(
+            DbBackend::Sqlite,
+            "DELETE FROM runs WHERE subject = ?",
+            [subject.to_string().into()],
+        )]
+    }
 }

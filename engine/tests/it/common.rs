@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use sea_orm::DatabaseConnection;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use shelf_engine::db::{DatabaseTarget, connect_target};
+use shelf_db::{DatabaseTarget, connect_target};
 use shelf_engine::executor::NoHooks;
 use shelf_engine::{
     CompiledPipeline, Engine, EngineConfig, PipelineSource, Registry, RunStore, Stage,

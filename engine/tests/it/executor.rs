@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::json;
+use shelf_db::sql::SqlExt;
 use shelf_engine::executor::ClaimOutcome;
-use shelf_engine::sql::SqlExt;
 use shelf_engine::store::CancelOutcome;
 use shelf_engine::{EngineError, RunStatus, StageStatus};
 use tokio_util::sync::CancellationToken;

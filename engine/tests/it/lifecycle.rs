@@ -128,7 +128,7 @@ async fn the_database_refuses_a_second_running_run_of_a_subject(backend: Backend
         .expect("the first run's lease end");
     assert!(next_due > second.due_at, "the waiting run counted as due");
     // Whatever a claim did, the database itself refuses two running runs of one subject.
-    let forced = shelf_engine::sql::SqlExt::execute_sql(
+    let forced = shelf_db::sql::SqlExt::execute_sql(
         &db,
         sea_orm::Statement::from_sql_and_values(
             sea_orm::DbBackend::Sqlite,
@@ -313,7 +313,7 @@ impl shelf_engine::RunHooks for TableSubjects {
 }
 
 async fn a_subject_its_guard_finds_gone_gets_no_run_and_no_retry(backend: Backend) {
-    use shelf_engine::sql::SqlExt;
+    use shelf_db::sql::SqlExt;
     let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
     let e = shelf_engine::Engine::new(

@@ -11,3 +11,4 @@ mod pipeline;
 mod postgres;
 mod queue;
 mod retention;
+mod subject_sql;

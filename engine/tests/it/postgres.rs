@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait};
 use serde_json::json;
-use shelf_engine::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 use shelf_engine::store::CancelOutcome;
 use shelf_engine::{Engine, EngineError, RunRecord, RunStatus, Worker, WorkerConfig};
 use tokio::task::JoinHandle;

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use serde_json::json;
+use shelf_db::sql::SqlExt;
 use shelf_engine::retention::{PrunedRun, RetentionPass};
-use shelf_engine::sql::SqlExt;
 use shelf_engine::{Engine, RunStatus};
 use tokio_util::sync::CancellationToken;
 

@@ -8,17 +8,37 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Deserializer};
 use shelf_app::ExportFormat;
-use shelf_app::documents::citations::MAX_QUOTE_CHARS;
+use shelf_app::RunView;
+use shelf_documents::citations::MAX_QUOTE_CHARS;
 use utoipa::IntoParams;
+use utoipa_axum::routes;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiPath, ApiQuery, OptionalJson, page_limit, page_offset, request_too_large};
-use crate::model::{
+use crate::model::documents::{
     BatchItemOut, BatchOut, BatchUploadForm, ContentPageOut, DeletedOut, DocumentExportOut,
-    DocumentList, DocumentOut, ExportFormatIn, PageListingOut, Reprocess, RunOut, UploadForm,
+    DocumentList, DocumentOut, ExportFormatIn, PageListingOut, Reprocess, UploadForm,
 };
+use crate::model::runs::check_pipeline_name;
+use crate::policy::Policy;
+use crate::routes::Resource;
 use crate::routes::runs::start_run;
 use crate::state::AppState;
+
+pub fn routes() -> Resource {
+    Resource::new()
+        .route(Policy::Write, routes!(upload))
+        .route(Policy::Read, routes!(list))
+        .route(Policy::Write, routes!(batch))
+        .route(Policy::Read, routes!(get))
+        .route(Policy::Write, routes!(delete))
+        .route(Policy::Write, routes!(reprocess))
+        .route(Policy::Read, routes!(content))
+        .route(Policy::Read, routes!(pages))
+        .route(Policy::Read, routes!(export))
+        // The `format` parameter is written inline; the document also names its values.
+        .schemas([super::schema::<ExportFormatIn>()])
+}
 
 /// The multipart part that carries the upload.
 pub const FILE_PART: &str = "file";
@@ -296,7 +316,7 @@ pub async fn delete(
     params(("id" = String, Path, description = "Document id")),
     request_body(content = Option<Reprocess>, content_type = "application/json"),
     responses(
-        (status = 201, body = RunOut),
+        (status = 201, body = RunView),
         (status = 404, body = ErrorBody),
         (status = 400, description = "`pipeline_not_found` (a well-formed name without a pipeline file), `invalid_pipeline`", body = ErrorBody),
     )
@@ -305,9 +325,9 @@ pub async fn reprocess(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
     OptionalJson(body): OptionalJson<Reprocess>,
-) -> Result<(StatusCode, Json<RunOut>), ApiError> {
+) -> Result<(StatusCode, Json<RunView>), ApiError> {
     let body = body.unwrap_or_default();
-    crate::model::check_pipeline_name(body.pipeline.as_deref())?;
+    check_pipeline_name(body.pipeline.as_deref())?;
     let run = start_run(
         &state,
         &id,

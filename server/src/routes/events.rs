@@ -22,17 +22,28 @@ use futures::Stream;
 use serde::Deserialize;
 use serde_json::json;
 use shelf_app::AppError;
-use shelf_app::engine::EventRecord;
-use shelf_app::engine::event_signal::Follower;
+use shelf_engine::EventRecord;
+use shelf_engine::event_signal::Follower;
 use tokio::time::Instant;
 use utoipa::IntoParams;
+use utoipa_axum::routes;
 
 use crate::auth::Identity;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiPath, ApiQuery, MAX_OFFSET, page_limit, page_offset};
-use crate::model::{EventLines, EventRecordOut, EventRecords, SseEvent, event_line};
+use crate::model::events::{EventLines, EventRecordOut, EventRecords, SseEvent, event_line};
+use crate::policy::Policy;
 use crate::rate_limit::StreamSlot;
+use crate::routes::Resource;
 use crate::state::AppState;
+
+pub fn routes() -> Resource {
+    Resource::new()
+        .route(Policy::Read, routes!(lines))
+        .route(Policy::Read, routes!(records))
+        .route(Policy::Read, routes!(stream_lines))
+        .route(Policy::Read, routes!(stream_records))
+}
 
 /// Events read per database round trip while streaming.
 const STREAM_PAGE: u64 = 500;
@@ -200,7 +211,7 @@ async fn stream(
             ErrorCode::TooManyStreams,
             format!(
                 "This client already holds {} open event streams; close one or retry later",
-                state.shelf.settings.api_max_streams_per_client
+                state.shelf.settings.api.max_streams_per_client
             ),
         )
         .retry_after(retry_after)
@@ -210,7 +221,7 @@ async fn stream(
     state.shelf.run(&run_id).await?;
     let heartbeat = state.options.sse_heartbeat;
     let deadline =
-        Instant::now() + Duration::from_secs(state.shelf.settings.api_stream_max_seconds);
+        Instant::now() + Duration::from_secs(state.shelf.settings.api.stream_max_seconds);
     let follow = Follow {
         state,
         run_id,

@@ -7,31 +7,37 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use shelf_app::imports::{Boundary, ImportError, ImportRequest};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::routes;
 
-use crate::error::{ApiError, ErrorBody, ErrorCode};
+use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery, page_limit, page_offset};
-use crate::model::PageOut;
+use crate::model::documents::PageOut;
+use crate::policy::Policy;
+use crate::routes::Resource;
 use crate::routes::documents::query_bool;
 use crate::state::AppState;
 
+pub fn routes() -> Resource {
+    Resource::new()
+        .route(Policy::Write, routes!(create))
+        .route(Policy::Read, routes!(status))
+        // Page manifests list files under the import root: not for read keys.
+        .route(Policy::WriteOnly, routes!(page_manifest))
+}
+
 impl From<ImportError> for ApiError {
+    /// The code is the import error's own (`ImportError::error_code`, the one table); only
+    /// what the client sees differs: a field error names its field, an I/O error's detail
+    /// stays in the log, and an application error answers as itself.
     fn from(e: ImportError) -> Self {
-        let detail = e.to_string();
-        let code = match e {
+        match e {
             ImportError::Invalid { field, detail } => {
-                return ApiError::invalid(&["body", field], detail, "value_error");
+                ApiError::invalid(&["body", field], detail, "value_error")
             }
-            ImportError::NoImportRoot | ImportError::InvalidImportPath(_) => {
-                ErrorCode::InvalidImportPath
-            }
-            ImportError::InvalidManifestPath(_) => ErrorCode::InvalidManifestPath,
-            ImportError::InvalidOutputDir(_) => ErrorCode::InvalidOutputDir,
-            ImportError::TooLarge(_) => ErrorCode::ImportTooLarge,
-            ImportError::ManifestTooLarge { .. } => ErrorCode::ImportManifestTooLarge,
-            ImportError::Io(_) => return ApiError::internal(detail),
-            ImportError::App(inner) => return inner.into(),
-        };
-        ApiError::new(code, detail)
+            ImportError::Io(_) => ApiError::internal(e.to_string()),
+            ImportError::App(inner) => inner.into(),
+            other => ApiError::new(other.error_code(), other.to_string()),
+        }
     }
 }
 
@@ -163,7 +169,7 @@ pub async fn create(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<ImportIn>,
 ) -> Result<Json<shelf_app::imports::ImportReport>, ApiError> {
-    let boundary = Boundary::root(state.shelf.settings.api_import_root.as_deref())?;
+    let boundary = Boundary::root(state.shelf.settings.api.import_root.as_deref())?;
     let request = ImportRequest::from(body);
     let shelf = state.shelf.clone();
     let shutdown = state.shutdown.clone();
@@ -217,7 +223,7 @@ pub async fn status(
     let limit = page_limit("limit", q.limit, 500, 1000)?;
     let offset = page_offset(&["query", "offset"], q.offset)?;
     let shelf = &state.shelf;
-    let boundary = Boundary::root(shelf.settings.api_import_root.as_deref())?;
+    let boundary = Boundary::root(shelf.settings.api.import_root.as_deref())?;
     Ok(Json(shelf.import_status(
         &boundary,
         &q.manifest_path,
@@ -259,7 +265,7 @@ pub async fn page_manifest(
     ApiQuery(q): ApiQuery<PageManifestQuery>,
 ) -> Result<Json<shelf_app::imports::PageProgress>, ApiError> {
     let shelf = &state.shelf;
-    let boundary = Boundary::root(shelf.settings.api_import_root.as_deref())?;
+    let boundary = Boundary::root(shelf.settings.api.import_root.as_deref())?;
     Ok(Json(shelf.import_page_progress(
         &boundary,
         &q.manifest_path,
@@ -442,12 +448,12 @@ mod tests {
     use std::path::Path;
 
     use serde_json::{Value, json};
-    use shelf_app::documents::PageRecord;
     use shelf_app::imports::manifest::{RecordError, ReportOptions, Timings};
     use shelf_app::imports::page_manifest::{FilePages, PageProgress, PagesTotals};
     use shelf_app::imports::{
         FileRecord, FileStatus, ImportReport, PageManifest, ReportStatus, StatusPage, Summary,
     };
+    use shelf_documents::PageRecord;
 
     /// The property names of a schema of the OpenAPI document.
     fn properties(schema: &str) -> BTreeSet<String> {

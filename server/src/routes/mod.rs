@@ -1,4 +1,8 @@
-//! The routes of the API, one module per resource.
+//! The routes of the API, one file per resource. Each file registers its own handlers, with
+//! their OpenAPI paths (`#[utoipa::path]`, collected by utoipa-axum's `routes!`) and their
+//! [`Policy`], in a `routes()` function returning a [`Resource`]; [`api`] merges them. The
+//! router, the `/openapi.json` paths and the auth middleware's scope table all come from
+//! those registrations, so nothing lists the routes a second time.
 
 pub mod documents;
 pub mod events;
@@ -10,54 +14,120 @@ pub mod search;
 pub mod service;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::http::Method;
+use utoipa::openapi::path::PathItem;
+use utoipa::openapi::{RefOr, Schema};
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 
 use crate::metrics;
 use crate::middleware::not_found;
+use crate::policy::{Policies, Policy, Rule};
 use crate::state::AppState;
+
+/// One resource's routes: handlers, their OpenAPI paths and schemas, and what each needs.
+/// (Its router starts from an empty document: `OpenApiRouter::new` would fill in
+/// utoipa-axum's own package info.)
+#[derive(Default)]
+pub struct Resource {
+    router: OpenApiRouter<AppState>,
+    policies: Policies,
+}
+
+impl Resource {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `handlers` (`routes!(a, b)`: handlers of one path) as needing `policy`.
+    pub fn route(mut self, policy: Policy, handlers: UtoipaMethodRouter<AppState>) -> Self {
+        for (path, item) in handlers.1.paths.iter() {
+            for method in methods(item) {
+                self.policies.0.push(Rule {
+                    method,
+                    path: path.clone(),
+                    policy,
+                });
+            }
+        }
+        self.router = self.router.routes(handlers);
+        self
+    }
+
+    /// Adds schemas that the document lists though no operation refers to them (a schema
+    /// the operations' bodies reach is added by [`Resource::route`]).
+    pub fn schemas(mut self, schemas: impl IntoIterator<Item = (String, RefOr<Schema>)>) -> Self {
+        let components = self
+            .router
+            .get_openapi_mut()
+            .components
+            .get_or_insert_with(Default::default);
+        for (name, schema) in schemas {
+            components.schemas.entry(name).or_insert(schema);
+        }
+        self
+    }
+
+    fn merge(mut self, other: Resource) -> Self {
+        self.router = self.router.merge(other.router);
+        self.policies.0.extend(other.policies.0);
+        self
+    }
+}
+
+/// A schema as [`Resource::schemas`] takes it.
+pub fn schema<T: utoipa::ToSchema>() -> (String, RefOr<Schema>) {
+    (T::name().into_owned(), T::schema())
+}
+
+/// The methods a path item has operations for.
+pub fn methods(item: &PathItem) -> Vec<Method> {
+    [
+        (Method::GET, item.get.is_some()),
+        (Method::PUT, item.put.is_some()),
+        (Method::POST, item.post.is_some()),
+        (Method::DELETE, item.delete.is_some()),
+        (Method::OPTIONS, item.options.is_some()),
+        (Method::HEAD, item.head.is_some()),
+        (Method::PATCH, item.patch.is_some()),
+        (Method::TRACE, item.trace.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(method, present)| present.then_some(method))
+    .collect()
+}
+
+/// Every resource's routes, merged.
+pub struct Api {
+    pub router: OpenApiRouter<AppState>,
+    pub policies: Policies,
+}
+
+/// Every resource. A new resource file adds its `routes()` here (and its `mod` line above).
+pub fn api() -> Api {
+    let all = [
+        documents::routes(),
+        okf::routes(),
+        runs::routes(),
+        queue::routes(),
+        events::routes(),
+        imports::routes(),
+        search::routes(),
+        service::routes(),
+        metrics::routes(),
+    ]
+    .into_iter()
+    .fold(Resource::new(), Resource::merge);
+    Api {
+        router: all.router,
+        policies: all.policies,
+    }
+}
 
 /// Every route. Unknown paths answer `not_found`, known paths with another method
 /// `method_not_allowed` (the error middleware gives that one its JSON body).
 pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/documents", post(documents::upload).get(documents::list))
-        .route("/documents/batch", post(documents::batch))
-        .route(
-            "/documents/{id}",
-            get(documents::get).delete(documents::delete),
-        )
-        .route("/documents/{id}/reprocess", post(documents::reprocess))
-        .route("/documents/{id}/content", get(documents::content))
-        .route("/documents/{id}/pages", get(documents::pages))
-        .route("/documents/{id}/okf", get(okf::concept))
-        .route("/export/okf", get(okf::bundle))
-        .route("/documents/{id}/export", get(documents::export))
-        .route("/runs", post(runs::create).get(runs::list))
-        .route("/runs/{id}", get(runs::get))
-        .route("/runs/{id}/cancel", post(runs::cancel))
-        .route("/runs/{id}/retry", post(runs::retry))
-        .route("/queue", get(queue::get))
-        .route("/runs/{id}/events", get(events::lines))
-        .route("/runs/{id}/events/records", get(events::records))
-        .route("/runs/{id}/events/stream", get(events::stream_lines))
-        .route(
-            "/runs/{id}/events/records/stream",
-            get(events::stream_records),
-        )
-        .route("/imports", post(imports::create))
-        .route("/imports/status", get(imports::status))
-        .route("/imports/page-manifest", get(imports::page_manifest))
-        .route("/search", post(search::ids))
-        .route("/search/results", post(search::results))
-        .route("/search/facets", post(search::facets))
-        .route("/health", get(service::health))
-        .route("/ready", get(service::ready))
-        .route("/version", get(service::version))
-        .route("/classifications", get(service::classifications))
-        .route("/config", get(service::config))
-        .route("/openapi.json", get(service::openapi))
-        .route("/metrics", get(metrics::json))
-        .route("/metrics/prometheus", get(metrics::prometheus))
+    let (router, _) = api().router.split_for_parts();
+    router
         // Every route above: the response carries the matched template for the metrics.
         .route_layer(axum::middleware::from_fn(metrics::mark_route))
         .route_layer(axum::middleware::from_fn(crate::request_span::record_route))

@@ -8,10 +8,19 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use shelf_app::okf::{OkfBundle, OkfFile, OkfFilter, OkfSkipped, SkipReason};
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::routes;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiPath, ApiQuery, page_limit};
+use crate::policy::Policy;
+use crate::routes::Resource;
 use crate::state::AppState;
+
+pub fn routes() -> Resource {
+    Resource::new()
+        .route(Policy::Read, routes!(concept))
+        .route(Policy::Read, routes!(bundle))
+}
 
 /// Default and largest `limit` of a bundle: the server builds it in memory.
 pub const DEFAULT_BUNDLE_LIMIT: u64 = 100;

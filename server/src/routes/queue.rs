@@ -3,10 +3,17 @@
 
 use axum::Json;
 use axum::extract::State;
+use shelf_app::QueueReport;
+use utoipa_axum::routes;
 
 use crate::error::ApiError;
-use crate::model::QueueOut;
+use crate::policy::Policy;
+use crate::routes::Resource;
 use crate::state::AppState;
+
+pub fn routes() -> Resource {
+    Resource::new().route(Policy::Read, routes!(get))
+}
 
 /// Queue health
 ///
@@ -16,8 +23,8 @@ use crate::state::AppState;
 /// The counts cover the whole database, whichever API process answers.
 #[utoipa::path(
     get, path = "/queue", operation_id = "get_queue", tag = "runs",
-    responses((status = 200, body = QueueOut))
+    responses((status = 200, body = QueueReport))
 )]
-pub async fn get(State(state): State<AppState>) -> Result<Json<QueueOut>, ApiError> {
-    Ok(Json(state.shelf.queue_report().await?.into()))
+pub async fn get(State(state): State<AppState>) -> Result<Json<QueueReport>, ApiError> {
+    Ok(Json(state.shelf.queue_report().await?))
 }

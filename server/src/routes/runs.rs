@@ -5,14 +5,26 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use shelf_app::ProcessingMode;
-use shelf_app::engine::store::CancelOutcome;
+use shelf_app::{ProcessingMode, RunView};
+use shelf_engine::store::CancelOutcome;
 use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::routes;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson, page_limit, page_offset};
-use crate::model::{CancelOut, CreateRun, RunList, RunOut, RunProcessingMode, check_pipeline_name};
+use crate::model::runs::{CancelOut, CreateRun, RunList, RunProcessingMode, check_pipeline_name};
+use crate::policy::Policy;
+use crate::routes::Resource;
 use crate::state::AppState;
+
+pub fn routes() -> Resource {
+    Resource::new()
+        .route(Policy::Write, routes!(create))
+        .route(Policy::Read, routes!(list))
+        .route(Policy::Read, routes!(get))
+        .route(Policy::Write, routes!(cancel))
+        .route(Policy::Write, routes!(retry))
+}
 
 /// Creates a queued run for a document; with `process`, this API process then executes it in
 /// the background, detached from the request. On shutdown that execution stops and the run
@@ -23,7 +35,7 @@ pub async fn start_run(
     document_id: &str,
     pipeline: Option<&str>,
     mode: RunProcessingMode,
-) -> Result<RunOut, ApiError> {
+) -> Result<RunView, ApiError> {
     let run = state
         .shelf
         .process(document_id, pipeline, ProcessingMode::Queue)
@@ -33,10 +45,10 @@ pub async fn start_run(
         process_in_background(state, run.id.clone());
     }
     match state.shelf.run_view(&run.id).await {
-        Ok(view) => Ok(view.into()),
+        Ok(view) => Ok(view),
         // The run was created, then its document deleted (which removes its runs) before it
         // was read back: it did exist, so the answer is still the new run, as created.
-        Err(shelf_app::AppError::NotFound(_)) => Ok(shelf_app::RunView::summary(&run).into()),
+        Err(shelf_app::AppError::NotFound(_)) => Ok(RunView::summary(&run)),
         Err(e) => Err(e.into()),
     }
 }
@@ -66,7 +78,7 @@ fn process_in_background(state: &AppState, run_id: String) {
     post, path = "/runs", operation_id = "create_run", tag = "runs",
     request_body = CreateRun,
     responses(
-        (status = 201, body = RunOut),
+        (status = 201, body = RunView),
         (status = 404, description = "Unknown document, also one deleted while the run was being created (nothing is written)", body = ErrorBody),
         (status = 400, description = "`pipeline_not_found` (a well-formed name without a pipeline file), `invalid_pipeline`", body = ErrorBody),
         (status = 503, description = "`run_submission_failed`", body = ErrorBody),
@@ -75,7 +87,7 @@ fn process_in_background(state: &AppState, run_id: String) {
 pub async fn create(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateRun>,
-) -> Result<(StatusCode, Json<RunOut>), ApiError> {
+) -> Result<(StatusCode, Json<RunView>), ApiError> {
     check_pipeline_name(body.pipeline.as_deref())?;
     let run = start_run(
         &state,
@@ -116,7 +128,7 @@ pub async fn list(
     let document = q.document_id.as_deref().filter(|d| !d.is_empty());
     let (runs, total) = state.shelf.list_runs(document, limit, offset).await?;
     Ok(Json(RunList {
-        runs: runs.into_iter().map(RunOut::from).collect(),
+        runs,
         total,
         limit,
         offset,
@@ -129,13 +141,13 @@ pub async fn list(
 #[utoipa::path(
     get, path = "/runs/{id}", operation_id = "get_run", tag = "runs",
     params(("id" = String, Path, description = "Run id")),
-    responses((status = 200, body = RunOut), (status = 404, body = ErrorBody))
+    responses((status = 200, body = RunView), (status = 404, body = ErrorBody))
 )]
 pub async fn get(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<RunOut>, ApiError> {
-    Ok(Json(state.shelf.run_view(&id).await?.into()))
+) -> Result<Json<RunView>, ApiError> {
+    Ok(Json(state.shelf.run_view(&id).await?))
 }
 
 /// Cancel a run
@@ -162,7 +174,7 @@ pub async fn cancel(
     };
     tracing::info!(run_id = %id, outcome, "run_cancel");
     Ok(Json(CancelOut {
-        run: state.shelf.run_view(&id).await?.into(),
+        run: state.shelf.run_view(&id).await?,
         outcome: outcome.to_string(),
     }))
 }
@@ -183,7 +195,7 @@ pub struct RetryIn {
     params(("id" = String, Path, description = "Run id")),
     request_body(content = Option<RetryIn>, content_type = "application/json"),
     responses(
-        (status = 201, body = RunOut),
+        (status = 201, body = RunView),
         (status = 400, description = "`run_not_failed`", body = ErrorBody),
         (status = 404, body = ErrorBody),
     )
@@ -192,13 +204,13 @@ pub async fn retry(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
     OptionalJson(body): OptionalJson<RetryIn>,
-) -> Result<(StatusCode, Json<RunOut>), ApiError> {
+) -> Result<(StatusCode, Json<RunView>), ApiError> {
     let run = state.shelf.retry(&id).await?;
     if body.and_then(|b| b.processing_mode) == Some(RunProcessingMode::Process) {
         process_in_background(&state, run.id.clone());
     }
     Ok((
         StatusCode::CREATED,
-        Json(state.shelf.run_view(&run.id).await?.into()),
+        Json(state.shelf.run_view(&run.id).await?),
     ))
 }

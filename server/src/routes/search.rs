@@ -4,12 +4,23 @@
 
 use axum::Json;
 use axum::extract::State;
-use shelf_app::documents::{SearchBody, SearchRequest};
+use shelf_documents::{SearchBody, SearchRequest};
+use utoipa_axum::routes;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::ApiJson;
-use crate::model::{FacetsIn, FacetsOut, SearchIdsOut, SearchIn, SearchResultsOut};
+use crate::model::search::{FacetsIn, FacetsOut, SearchIdsOut, SearchIn, SearchResultsOut};
+use crate::policy::Policy;
+use crate::routes::Resource;
 use crate::state::AppState;
+
+/// Search is a POST (the body is too rich for a query string) that only reads: read scope.
+pub fn routes() -> Resource {
+    Resource::new()
+        .route(Policy::Read, routes!(ids))
+        .route(Policy::Read, routes!(results))
+        .route(Policy::Read, routes!(facets))
+}
 
 fn request(body: SearchIn) -> Result<SearchRequest, ApiError> {
     body.check_declared()?;

@@ -4,12 +4,27 @@
 use axum::Json;
 use axum::extract::{Request, State};
 use shelf_app::audit::{DenialEvent, DenialReason};
+use utoipa_axum::routes;
 
 use crate::auth::presented_credential;
 use crate::client_ip::{client_ip, client_key};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
-use crate::model::{Classifications, ConfigOut, Health, Ready, Version};
+use crate::model::service::{Classifications, ConfigOut, Health, Ready, Version};
+use crate::policy::Policy;
+use crate::routes::Resource;
 use crate::state::AppState;
+
+pub fn routes() -> Resource {
+    Resource::new()
+        // Probes and the version: never authenticated (load balancers hold no key).
+        .route(Policy::Open, routes!(health))
+        .route(Policy::Open, routes!(ready))
+        .route(Policy::Open, routes!(version))
+        .route(Policy::Read, routes!(classifications))
+        // The effective settings describe the deployment: not for read keys.
+        .route(Policy::WriteOnly, routes!(config))
+        .route(Policy::Read, routes!(openapi))
+}
 
 /// Process health
 ///
@@ -57,10 +72,10 @@ fn limit_probes(state: &AppState, req: &Request) -> Result<(), ApiError> {
         return Ok(());
     }
     let settings = &state.shelf.settings;
-    let client = client_ip(req, &settings.api_trusted_proxy_cidrs);
+    let client = client_ip(req, &settings.api.trusted_proxy_cidrs);
     let key = client.map_or_else(
         || "unknown".to_string(),
-        |ip| client_key(ip, settings.api_client_ipv6_prefix),
+        |ip| client_key(ip, settings.api.client_ipv6_prefix),
     );
     if let crate::rate_limit::Verdict::Limited { retry_after } =
         state.limiter.check(&format!("ready:{key}"))

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use shelf_app::engine::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -204,7 +204,7 @@ fn q(text: &str) -> String {
 async fn citations_in_a_real_webvtt_file() {
     let app = TestApp::new().await;
     let doc = processed(&app, "chicas.vtt", NETFLIX).await;
-    let segments = shelf_app::documents::segments(&app.shelf().db, &doc)
+    let segments = shelf_documents::segments(&app.shelf().db, &doc)
         .await
         .expect("segments");
     assert!(segments.len() > 100, "{}", segments.len());

@@ -2,8 +2,8 @@
 //! failures filter, paging, and every refusal (unknown document, bad parameters).
 
 use serde_json::json;
-use shelf_app::documents::pages::put_pages;
-use shelf_app::documents::{PageRecord, PageSource};
+use shelf_documents::pages::put_pages;
+use shelf_documents::{PageRecord, PageSource};
 
 use crate::common::*;
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
+use super::stop_words::is_keyword_stop_word;
 use super::{
     Classification, CleanRequest, CorrectRequest, Provider, ProviderError, Synopsis, slug,
 };
@@ -39,14 +40,6 @@ impl MockProvider {
 pub fn mock_tokens(text: &str) -> u64 {
     text.chars().count().div_ceil(4) as u64
 }
-
-const STOPWORDS: &[&str] = &[
-    "about", "after", "also", "been", "before", "being", "between", "both", "could", "does",
-    "each", "from", "have", "here", "into", "more", "most", "much", "must", "only", "other",
-    "over", "same", "should", "some", "such", "than", "that", "their", "them", "then", "there",
-    "these", "they", "this", "those", "through", "under", "very", "were", "what", "when", "where",
-    "which", "while", "will", "with", "would", "your",
-];
 
 #[async_trait]
 impl Provider for MockProvider {
@@ -116,12 +109,13 @@ impl Provider for MockProvider {
                 break;
             }
         }
+        // Tags skip the same stop words as the local provider's, so neither list drifts.
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for word in text.split(|c: char| !c.is_alphanumeric()) {
             let word = word.to_lowercase();
             if word.chars().count() >= 4
                 && !word.chars().all(|c| c.is_ascii_digit())
-                && !STOPWORDS.contains(&word.as_str())
+                && !is_keyword_stop_word(&word)
             {
                 *counts.entry(word).or_default() += 1;
             }

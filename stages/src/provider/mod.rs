@@ -5,6 +5,8 @@ pub mod local;
 pub mod mock;
 mod ocr_fix;
 pub mod openai;
+pub mod prompt_versions;
+mod stop_words;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,7 @@
 //! version changes or the cache is off), transcript segments stored with the document, and
 //! the OCR flags of images.
 
-use shelf_engine::sql::SqlExt;
+use shelf_db::sql::SqlExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -89,7 +89,13 @@ async fn the_cache_is_reused_on_reprocess_and_missed_for_a_new_extractor_version
     assert_eq!(extract_output(&s, &third).await["from_cache"], false);
 
     // Deleting the document deletes its cached text.
-    s.documents.delete(&third.subject).await.unwrap();
+    s.documents
+        .delete(
+            &third.subject,
+            shelf_engine::subject_sql::delete_runs_of(&third.subject),
+        )
+        .await
+        .unwrap();
     let left = s
         .documents
         .db
@@ -242,9 +248,16 @@ async fn paged_documents_get_page_records_for_the_run() {
             .all(|p| p.source == shelf_documents::PageSource::TextLayer)
     );
     assert!(pages[0].text.contains("Here"), "{:?}", pages[0].text);
-    let listing = shelf_documents::pages::page_listing(&s.documents.db, &run.subject, 10, 0, false)
-        .await
-        .unwrap();
+    let listing = shelf_documents::pages::page_listing(
+        &s.documents.db,
+        &run.subject,
+        10,
+        0,
+        false,
+        shelf_engine::subject_sql::run_created_order,
+    )
+    .await
+    .unwrap();
     assert_eq!(listing.run_id.as_deref(), Some(run.id.as_str()));
     assert_eq!(listing.summary.text_layer, pages.len() as u64);
 

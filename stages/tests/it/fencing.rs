@@ -11,10 +11,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sea_orm::{DatabaseConnection, DbBackend, Statement};
 use serde_json::Value;
+use shelf_db::sql::SqlExt;
 use shelf_documents::pages::run_pages;
 use shelf_documents::{PageRecord, PageSource};
 use shelf_engine::executor::ClaimOutcome;
-use shelf_engine::sql::SqlExt;
 use shelf_engine::{EngineConfig, RunRecord, RunStatus, Stage, StageContext, StageError};
 use shelf_stages::provider::{
     Classification, CleanRequest, CorrectRequest, MockProvider, Synopsis,

@@ -52,7 +52,7 @@ pub async fn setup_engine(
     config: EngineConfig,
 ) -> Setup {
     let dir = tempfile::tempdir().unwrap();
-    let db = shelf_engine::db::connect(&dir.path().join("s.sqlite"), 4)
+    let db = shelf_db::connect(&dir.path().join("s.sqlite"), 4)
         .await
         .unwrap();
     Migrator::up(&db, None).await.unwrap();

@@ -198,14 +198,14 @@ pub async fn run(command: Command) -> CliResult {
             });
             // Damage (SQLite's integrity check of a file that opened found something, or a
             // read hit `SQLITE_CORRUPT`) is told apart from other problems: exit 4, restore.
-            let damaged = shelf_app::engine::db::known_damage().is_some()
+            let damaged = shelf_db::known_damage().is_some()
                 || (report.backend == admin::db::Backend::Sqlite
                     && report.migrations.is_some()
                     && report.integrity != ["ok"])
                 || report
                     .integrity
                     .iter()
-                    .any(|line| shelf_app::engine::db::is_corrupt_text(line));
+                    .any(|line| shelf_db::is_corrupt_text(line));
             Ok(if report.healthy {
                 ExitCode::SUCCESS
             } else if damaged {

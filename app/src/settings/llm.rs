@@ -1,0 +1,204 @@
+//! The language-model section: the provider (an enum, parsed here once), its model, endpoint,
+//! credential, limits and prices, the prompt versions, and how text is chunked for cleaning.
+
+use serde::Serialize;
+use shelf_stages::provider::prompt_versions;
+
+use super::auth::Secret;
+use super::reader::{COUNT, Reader};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LlmProvider {
+    GenericCompatible,
+    Mock,
+    Local,
+}
+
+impl LlmProvider {
+    /// Runs a worker executes at once unless `SHELF_WORKER_CONCURRENCY` says otherwise. With
+    /// the in-process providers a run is CPU and SQLite work in short steps; four at once keep
+    /// two cores busy while each waits for the single writer (docs/PERFORMANCE.md, Throughput:
+    /// 2 → 4 raised runs/s by about a fifth). A remote model's stages wait on the network and
+    /// on the provider's rate limits, which the operator knows; two stays their default.
+    pub fn default_worker_concurrency(self) -> usize {
+        match self {
+            LlmProvider::Mock | LlmProvider::Local => 4,
+            LlmProvider::GenericCompatible => 2,
+        }
+    }
+}
+
+/// `SHELF_CLEANING_PROMPT_VERSION`. Runs record the version by name (`as_str`), which the
+/// stages resolve to their prompt text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CleaningPromptVersion {
+    CmosV1,
+    CmosV2,
+    CmosV3,
+    CmosV4,
+}
+
+impl CleaningPromptVersion {
+    const ALL: [(&'static str, Self); 4] = [
+        (prompt_versions::CMOS_V1, Self::CmosV1),
+        (prompt_versions::CMOS_V2, Self::CmosV2),
+        (prompt_versions::CMOS_V3, Self::CmosV3),
+        (prompt_versions::CMOS_V4, Self::CmosV4),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::CmosV1 => prompt_versions::CMOS_V1,
+            Self::CmosV2 => prompt_versions::CMOS_V2,
+            Self::CmosV3 => prompt_versions::CMOS_V3,
+            Self::CmosV4 => prompt_versions::CMOS_V4,
+        }
+    }
+}
+
+/// `SHELF_CLASSIFICATION_PROMPT_VERSION`, recorded by name like the cleaning version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClassificationPromptVersion {
+    DeweyV1,
+    DeweyV2,
+}
+
+impl ClassificationPromptVersion {
+    const ALL: [(&'static str, Self); 2] = [
+        (prompt_versions::DEWEY_V1, Self::DeweyV1),
+        (prompt_versions::DEWEY_V2, Self::DeweyV2),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DeweyV1 => prompt_versions::DEWEY_V1,
+            Self::DeweyV2 => prompt_versions::DEWEY_V2,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LlmSettings {
+    pub provider: LlmProvider,
+    pub model: String,
+    pub base_url: Option<String>,
+    pub api_key_env: String,
+    pub api_key: Option<Secret>,
+    pub timeout_seconds: u64,
+    pub max_concurrency: usize,
+    pub max_prompt_chars: usize,
+    pub max_response_chars: usize,
+    pub prompt_cost_per_1k_tokens_usd: f64,
+    pub completion_cost_per_1k_tokens_usd: f64,
+    pub mock_delay_ms: u64,
+    pub cleaning_prompt_version: CleaningPromptVersion,
+    pub classification_prompt_version: ClassificationPromptVersion,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChunkingSettings {
+    pub target_chars: usize,
+    pub overlap_chars: usize,
+}
+
+/// The provider alone: other sections' defaults depend on it.
+pub(super) fn parse_provider(r: &mut Reader) -> LlmProvider {
+    r.choice(
+        "SHELF_LLM_PROVIDER",
+        LlmProvider::GenericCompatible,
+        &[
+            ("generic-compatible", LlmProvider::GenericCompatible),
+            ("mock", LlmProvider::Mock),
+            ("local", LlmProvider::Local),
+        ],
+    )
+}
+
+pub(super) fn parse(r: &mut Reader, provider: LlmProvider) -> LlmSettings {
+    let api_key_env = r.string("SHELF_LLM_API_KEY_ENV", "OPENAI_API_KEY");
+    // The credential's variable is named by the operator, so it is not a `SHELF_*` name.
+    let api_key = r
+        .vars
+        .get(&api_key_env)
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| Secret::new(v.trim()));
+    let llm = LlmSettings {
+        provider,
+        model: r.string("SHELF_LLM_MODEL", "gpt-4o-mini"),
+        base_url: r.optional("SHELF_LLM_BASE_URL"),
+        api_key_env,
+        api_key,
+        timeout_seconds: r.parse("SHELF_LLM_TIMEOUT_SECONDS", 120, COUNT),
+        max_concurrency: r.parse("SHELF_LLM_MAX_CONCURRENCY", 8, COUNT),
+        max_prompt_chars: r.parse("SHELF_LLM_MAX_PROMPT_CHARS", 2_097_152, COUNT),
+        max_response_chars: r.parse("SHELF_LLM_MAX_RESPONSE_CHARS", 2_097_152, COUNT),
+        prompt_cost_per_1k_tokens_usd: r.parse(
+            "SHELF_LLM_PROMPT_COST_PER_1K_TOKENS_USD",
+            0.0,
+            "a number",
+        ),
+        completion_cost_per_1k_tokens_usd: r.parse(
+            "SHELF_LLM_COMPLETION_COST_PER_1K_TOKENS_USD",
+            0.0,
+            "a number",
+        ),
+        mock_delay_ms: r.parse("SHELF_LLM_MOCK_DELAY_MS", 0, COUNT),
+        cleaning_prompt_version: r.choice(
+            "SHELF_CLEANING_PROMPT_VERSION",
+            CleaningPromptVersion::CmosV4,
+            &CleaningPromptVersion::ALL,
+        ),
+        classification_prompt_version: r.choice(
+            "SHELF_CLASSIFICATION_PROMPT_VERSION",
+            ClassificationPromptVersion::DeweyV2,
+            &ClassificationPromptVersion::ALL,
+        ),
+    };
+    r.check(
+        llm.max_concurrency != 0,
+        "SHELF_LLM_MAX_CONCURRENCY must be at least 1",
+    );
+    llm
+}
+
+pub(super) fn parse_chunking(r: &mut Reader) -> ChunkingSettings {
+    let chunking = ChunkingSettings {
+        target_chars: r.parse("SHELF_CHUNK_TARGET_CHARS", 12_000, COUNT),
+        overlap_chars: r.parse("SHELF_CHUNK_OVERLAP_CHARS", 800, COUNT),
+    };
+    r.check(
+        chunking.target_chars >= 100 && chunking.overlap_chars < chunking.target_chars,
+        "SHELF_CHUNK_TARGET_CHARS must be at least 100 and above SHELF_CHUNK_OVERLAP_CHARS",
+    );
+    chunking
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The settings accept exactly the prompt versions the providers have prompts for: a new
+    /// version in `prompt_versions` without its variant here (or the reverse) fails.
+    #[test]
+    fn the_accepted_prompt_versions_are_the_stages_own() {
+        let cleaning: Vec<&str> = CleaningPromptVersion::ALL.iter().map(|(n, _)| *n).collect();
+        assert_eq!(cleaning, prompt_versions::CLEANING_PROMPT_VERSIONS);
+        let classification: Vec<&str> = ClassificationPromptVersion::ALL
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(
+            classification,
+            prompt_versions::CLASSIFICATION_PROMPT_VERSIONS
+        );
+        for (name, version) in CleaningPromptVersion::ALL {
+            assert_eq!(version.as_str(), name);
+        }
+        for (name, version) in ClassificationPromptVersion::ALL {
+            assert_eq!(version.as_str(), name);
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! The HTTP side of the `generic-compatible` provider: one chat completion per call, with the
+//! prompt-size check, the time limit, bounded retries with backoff (honouring `Retry-After`),
+//! the capped answer read, and the `ProviderError`s that name the setting to change.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{NAME, OpenAiCompatibleProvider};
+use crate::provider::{Provider, ProviderError};
+
+/// How much of an error answer (status 4xx/5xx) is read to find the error's type.
+const ERROR_BODY_CAP: usize = 16 * 1024;
+
+/// One failed HTTP attempt.
+struct Failure {
+    error: ProviderError,
+    /// Worth another attempt within this call (429, 5xx, timeout, connection).
+    transient: bool,
+    retry_after: Option<Duration>,
+}
+
+impl Failure {
+    fn fatal(error: ProviderError) -> Self {
+        Failure {
+            error,
+            transient: false,
+            retry_after: None,
+        }
+    }
+
+    fn transient(error: ProviderError, retry_after: Option<Duration>) -> Self {
+        Failure {
+            error,
+            transient: true,
+            retry_after,
+        }
+    }
+}
+
+/// An error no further attempt fixes (configuration, refused credential, unknown prompt).
+pub(super) fn fatal(code: &'static str, message: impl Into<String>) -> ProviderError {
+    ProviderError {
+        code,
+        message: message.into(),
+        retryable: false,
+    }
+}
+
+/// An error the stage may retry later (the endpoint was down, busy or answered badly).
+fn retryable(code: &'static str, message: impl Into<String>) -> ProviderError {
+    ProviderError {
+        code,
+        message: message.into(),
+        retryable: true,
+    }
+}
+
+/// An answer that is not what was asked for: retryable, since another answer may be fine.
+pub(super) fn invalid(message: impl Into<String>) -> ProviderError {
+    retryable("invalid_response", message)
+}
+
+impl OpenAiCompatibleProvider {
+    /// One chat completion with the main model (`SHELF_LLM_MODEL`).
+    pub(super) async fn complete(&self, system: &str, user: &str) -> Result<String, ProviderError> {
+        self.complete_with(&self.config.model, system, user).await
+    }
+
+    /// One chat completion with `model`: the assistant message's text.
+    pub(super) async fn complete_with(
+        &self,
+        model: &str,
+        system: &str,
+        user: &str,
+    ) -> Result<String, ProviderError> {
+        let endpoint = self
+            .endpoint
+            .as_ref()
+            .map_err(|m| fatal("provider_not_configured", m.clone()))?;
+        let client = self
+            .client
+            .as_ref()
+            .map_err(|m| fatal("provider_not_configured", m.clone()))?;
+        let prompt_chars = system.chars().count() + user.chars().count();
+        if prompt_chars > self.config.max_prompt_chars {
+            return Err(fatal(
+                "prompt_too_large",
+                format!(
+                    "the prompt has {prompt_chars} characters, more than SHELF_LLM_MAX_PROMPT_CHARS={}; \
+                     raise it or lower SHELF_CHUNK_TARGET_CHARS",
+                    self.config.max_prompt_chars
+                ),
+            ));
+        }
+        let body = json!({
+            "model": model,
+            "temperature": 0,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ],
+        });
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| fatal("internal", format!("could not encode the request: {e}")))?;
+        let attempts = self.config.max_retries.saturating_add(1);
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let failure = match self.attempt(client, endpoint, &body).await {
+                Ok(content) => return Ok(content),
+                Err(failure) => failure,
+            };
+            if !failure.transient || attempt >= attempts {
+                let mut error = failure.error;
+                if failure.transient && attempts > 1 {
+                    error.message =
+                        format!("{} (gave up after {attempts} attempts)", error.message);
+                }
+                return Err(error);
+            }
+            let wait = failure
+                .retry_after
+                .unwrap_or_else(|| backoff(self.config.initial_backoff, attempt))
+                .min(self.config.max_backoff);
+            tracing::warn!(
+                provider = NAME,
+                code = failure.error.code,
+                attempt,
+                of = attempts,
+                wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                "language-model call failed; retrying"
+            );
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    async fn attempt(
+        &self,
+        client: &reqwest::Client,
+        endpoint: &reqwest::Url,
+        body: &[u8],
+    ) -> Result<String, Failure> {
+        let mut request = client
+            .post(endpoint.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, "application/json")
+            .body(body.to_vec());
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key.expose());
+        }
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| self.transport_failure(&e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after(response.headers());
+            let detail = read_capped(&mut response, ERROR_BODY_CAP)
+                .await
+                .ok()
+                .and_then(|b| error_detail(&b))
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default();
+            return Err(self.status_failure(status, &detail, retry_after));
+        }
+        let raw = match read_capped(&mut response, self.config.max_response_chars).await {
+            Ok(raw) => raw,
+            Err(ReadError::TooLarge) => {
+                return Err(Failure::fatal(fatal(
+                    "response_too_large",
+                    format!(
+                        "the language-model response exceeded SHELF_LLM_MAX_RESPONSE_CHARS={} characters and was cut off; \
+                         raise it, or lower SHELF_CHUNK_TARGET_CHARS",
+                        self.config.max_response_chars
+                    ),
+                )));
+            }
+            Err(ReadError::Transport(e)) => return Err(self.transport_failure(&e)),
+        };
+        let envelope: ChatResponse = serde_json::from_slice(&raw).map_err(|_| {
+            Failure::fatal(invalid(
+                "the endpoint's answer is not an OpenAI-compatible chat completion (unreadable JSON)",
+            ))
+        })?;
+        let (prompt_tokens, completion_tokens) = envelope
+            .usage
+            .map(|u| {
+                (
+                    u.prompt_tokens.unwrap_or(0),
+                    u.completion_tokens.unwrap_or(0),
+                )
+            })
+            .unwrap_or((0, 0));
+        self.usage.record(prompt_tokens, completion_tokens);
+        crate::metrics::llm_usage(self.name(), prompt_tokens, completion_tokens);
+        let content = envelope
+            .choices
+            .into_iter()
+            .next()
+            .and_then(|c| c.message)
+            .and_then(|m| m.content)
+            .unwrap_or_default();
+        if content.trim().is_empty() {
+            return Err(Failure::fatal(invalid(
+                "the endpoint's chat completion has no message text",
+            )));
+        }
+        Ok(content)
+    }
+
+    fn transport_failure(&self, error: &reqwest::Error) -> Failure {
+        let error = if error.is_timeout() {
+            retryable(
+                "provider_timeout",
+                format!(
+                    "no complete answer from the language-model endpoint {} within {} s; \
+                     raise SHELF_LLM_TIMEOUT_SECONDS or check the server",
+                    self.shown_endpoint,
+                    self.config.timeout.as_secs_f64()
+                ),
+            )
+        } else if error.is_connect() {
+            retryable(
+                "provider_unreachable",
+                format!(
+                    "cannot reach the language-model endpoint {} ({}); check SHELF_LLM_BASE_URL and that the server is running",
+                    self.shown_endpoint,
+                    io_reason(error).unwrap_or("connection failed")
+                ),
+            )
+        } else {
+            retryable(
+                "provider_unreachable",
+                format!(
+                    "the connection to the language-model endpoint {} failed ({}); check SHELF_LLM_BASE_URL",
+                    self.shown_endpoint,
+                    io_reason(error).unwrap_or("transport error")
+                ),
+            )
+        };
+        Failure::transient(error, None)
+    }
+
+    fn status_failure(
+        &self,
+        status: StatusCode,
+        detail: &str,
+        retry_after: Option<Duration>,
+    ) -> Failure {
+        let code = status.as_u16();
+        match code {
+            401 | 403 => {
+                let hint = if self.config.api_key.is_some() {
+                    format!(
+                        "check the key in {} (the variable SHELF_LLM_API_KEY_ENV names)",
+                        self.config.api_key_env
+                    )
+                } else {
+                    format!(
+                        "no key is set: put one in {} or point SHELF_LLM_API_KEY_ENV at the variable that holds it",
+                        self.config.api_key_env
+                    )
+                };
+                Failure::fatal(fatal(
+                    "credential_refused",
+                    format!(
+                        "the language-model endpoint {} refused the credential (HTTP {code}){detail}; {hint}",
+                        self.shown_endpoint
+                    ),
+                ))
+            }
+            429 => Failure::transient(
+                retryable(
+                    "rate_limited",
+                    format!(
+                        "the language-model endpoint {} is rate limiting (HTTP 429){detail}; \
+                         lower SHELF_LLM_MAX_CONCURRENCY if this persists",
+                        self.shown_endpoint
+                    ),
+                ),
+                retry_after,
+            ),
+            408 | 500..=599 => Failure::transient(
+                retryable(
+                    "provider_unavailable",
+                    format!(
+                        "the language-model endpoint {} failed (HTTP {code}){detail}",
+                        self.shown_endpoint
+                    ),
+                ),
+                retry_after,
+            ),
+            404 => Failure::fatal(fatal(
+                "endpoint_not_found",
+                format!(
+                    "the language-model endpoint {} does not exist (HTTP 404){detail}; check SHELF_LLM_BASE_URL \
+                     (OpenAI-compatible servers usually end in /v1) and SHELF_LLM_MODEL",
+                    self.shown_endpoint
+                ),
+            )),
+            _ => Failure::fatal(fatal(
+                "provider_rejected",
+                format!(
+                    "the language-model endpoint {} rejected the request (HTTP {code}){detail}; check SHELF_LLM_MODEL \
+                     and SHELF_LLM_MAX_PROMPT_CHARS",
+                    self.shown_endpoint
+                ),
+            )),
+        }
+    }
+}
+
+/// `{base}/chat/completions` (a query such as `?api-version=...` is kept), or a message
+/// naming the setting to fix.
+pub(super) fn chat_completions_url(base: Option<&str>) -> Result<reqwest::Url, String> {
+    let base = base.map(str::trim).filter(|b| !b.is_empty()).ok_or_else(|| {
+        "no language-model endpoint is configured: set SHELF_LLM_BASE_URL to an OpenAI-compatible base URL \
+         (for example https://api.openai.com/v1 or http://127.0.0.1:8000/v1), \
+         or set SHELF_LLM_PROVIDER=local to work offline without a model"
+            .to_string()
+    })?;
+    let mut url = reqwest::Url::parse(base).map_err(|_| {
+        "SHELF_LLM_BASE_URL is not a valid URL; use an http:// or https:// base URL such as https://api.openai.com/v1"
+            .to_string()
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(
+            "SHELF_LLM_BASE_URL must be an http:// or https:// URL such as https://api.openai.com/v1"
+                .to_string(),
+        );
+    }
+    let path = url.path().trim_end_matches('/').to_string();
+    if !path.ends_with("/chat/completions") {
+        url.set_path(&format!("{path}/chat/completions"));
+    }
+    url.set_fragment(None);
+    Ok(url)
+}
+
+/// A URL without user, password, query or fragment.
+pub(super) fn shown_url(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
+}
+
+/// The kind of the underlying I/O error, if any (never the error's text, which may name
+/// the URL).
+fn io_reason(error: &reqwest::Error) -> Option<&'static str> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(error);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return Some(match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => "connection refused",
+                std::io::ErrorKind::ConnectionReset => "connection reset",
+                std::io::ErrorKind::ConnectionAborted => "connection aborted",
+                std::io::ErrorKind::NotFound => "host not found",
+                std::io::ErrorKind::TimedOut => "timed out",
+                std::io::ErrorKind::UnexpectedEof => "connection closed early",
+                _ => "I/O error",
+            });
+        }
+        source = e.source();
+    }
+    None
+}
+
+/// Exponential backoff for the `attempt`-th failure (1-based), with up to 20% jitter.
+fn backoff(initial: Duration, attempt: u32) -> Duration {
+    let base = initial.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
+    let jitter = base.mul_f64(fastrand::f64() * 0.2);
+    base.saturating_add(jitter)
+}
+
+/// `Retry-After` (seconds or an HTTP date) or the non-standard `retry-after-ms`.
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+    {
+        return Some(Duration::from_secs_f64((ms / 1000.0).min(86_400.0)));
+    }
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return (seconds.is_finite() && seconds >= 0.0)
+            .then(|| Duration::from_secs_f64(seconds.min(86_400.0)));
+    }
+    let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let wait = date.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    Some(wait.to_std().unwrap_or(Duration::ZERO))
+}
+
+enum ReadError {
+    TooLarge,
+    Transport(reqwest::Error),
+}
+
+/// Reads the body, at most `max_chars` UTF-8 characters: stops (and drops the connection) as
+/// soon as the body is longer, so no more than one network chunk past the cap is ever held.
+async fn read_capped(
+    response: &mut reqwest::Response,
+    max_chars: usize,
+) -> Result<Vec<u8>, ReadError> {
+    let mut out = Vec::new();
+    let mut chars = 0usize;
+    while let Some(chunk) = response.chunk().await.map_err(ReadError::Transport)? {
+        // Every byte that is not a UTF-8 continuation byte starts a character.
+        chars += chunk.iter().filter(|b| (**b & 0xC0) != 0x80).count();
+        if chars > max_chars {
+            return Err(ReadError::TooLarge);
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// The error type or code of an OpenAI-style error body, when it is a short identifier (the
+/// free-text message is left out: some servers echo the input in it).
+fn error_detail(body: &[u8]) -> Option<String> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let error = value.get("error")?;
+    let ident = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .filter(|s| {
+                !s.is_empty()
+                    && s.len() <= 64
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            })
+            .map(str::to_string)
+    };
+    ident(error.get("code"))
+        .or_else(|| ident(error.get("type")))
+        .map(|id| format!("error: {id}"))
+}
+
+#[derive(Deserialize)]
+struct ChatResponse {
+    #[serde(default)]
+    choices: Vec<ChatChoice>,
+    #[serde(default)]
+    usage: Option<ChatUsage>,
+}
+
+#[derive(Deserialize)]
+struct ChatChoice {
+    #[serde(default)]
+    message: Option<ChatMessage>,
+}
+
+#[derive(Deserialize)]
+struct ChatMessage {
+    #[serde(default)]
+    content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ChatUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_are_checked() {
+        assert!(
+            chat_completions_url(None)
+                .unwrap_err()
+                .contains("SHELF_LLM_BASE_URL")
+        );
+        assert_eq!(
+            chat_completions_url(Some("http://127.0.0.1:8000/v1/"))
+                .unwrap()
+                .as_str(),
+            "http://127.0.0.1:8000/v1/chat/completions"
+        );
+        assert_eq!(
+            chat_completions_url(Some("https://x.test/v1/chat/completions"))
+                .unwrap()
+                .as_str(),
+            "https://x.test/v1/chat/completions"
+        );
+        assert!(chat_completions_url(Some("ftp://x.test")).is_err());
+        assert!(chat_completions_url(Some("not a url")).is_err());
+        let url = chat_completions_url(Some("https://user:pw@x.test/v1?k=secret")).unwrap();
+        assert_eq!(shown_url(&url), "https://x.test/v1/chat/completions");
+    }
+
+    #[test]
+    fn retry_after_is_read() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert(RETRY_AFTER, "2".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        h.insert(
+            RETRY_AFTER,
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after(&h), Some(Duration::ZERO));
+        h.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        let b = backoff(Duration::from_millis(100), 3);
+        assert!(b >= Duration::from_millis(400) && b <= Duration::from_millis(480));
+    }
+}

@@ -1,0 +1,115 @@
+//! The `generic-compatible` provider's configuration (built by `shelf-app` from the
+//! `SHELF_LLM_*` settings), its redacted API key, and the token-usage counter it reports to.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// An API key. `Debug` prints `[redacted]`; the value is only ever put in the
+/// `Authorization` header, which is marked sensitive.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(value: impl Into<String>) -> Self {
+        ApiKey(value.into())
+    }
+
+    pub(super) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// Everything the provider needs; `shelf-app` builds it from the `SHELF_LLM_*` settings.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// `SHELF_LLM_BASE_URL`, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8000/v1`.
+    pub base_url: Option<String>,
+    /// The credential read from the variable `SHELF_LLM_API_KEY_ENV` names; none sends no
+    /// `Authorization` header (fine for most local servers).
+    pub api_key: Option<ApiKey>,
+    /// The name of that variable, for error messages only.
+    pub api_key_env: String,
+    /// `SHELF_LLM_MODEL`.
+    pub model: String,
+    /// `SHELF_LLM_TIMEOUT_SECONDS`: the limit for one HTTP attempt, from connecting until the
+    /// whole answer is read.
+    pub timeout: Duration,
+    /// `SHELF_LLM_MAX_PROMPT_CHARS`: system plus user prompt, checked before any call.
+    pub max_prompt_chars: usize,
+    /// `SHELF_LLM_MAX_RESPONSE_CHARS`: the most characters of a response body ever read.
+    pub max_response_chars: usize,
+    /// Further attempts after a 429, 5xx, timeout or connection failure.
+    pub max_retries: u32,
+    /// The first backoff; each further one doubles.
+    pub initial_backoff: Duration,
+    /// The longest single wait, whether from backoff or from `Retry-After`.
+    pub max_backoff: Duration,
+}
+
+impl Default for OpenAiConfig {
+    fn default() -> Self {
+        OpenAiConfig {
+            base_url: None,
+            api_key: None,
+            api_key_env: "OPENAI_API_KEY".into(),
+            model: "gpt-4o-mini".into(),
+            timeout: Duration::from_secs(120),
+            max_prompt_chars: 2_097_152,
+            max_response_chars: 2_097_152,
+            max_retries: 3,
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Provider-reported token usage, summed over every successful call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TokenUsage {
+    /// Answers that reached the provider and came back with status 2xx.
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl TokenUsage {
+    pub fn total_tokens(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// A shareable token counter (for metrics): cheap to clone through an `Arc`, safe to read
+/// while calls are running.
+#[derive(Debug, Default)]
+pub struct UsageCounter {
+    requests: AtomicU64,
+    prompt_tokens: AtomicU64,
+    completion_tokens: AtomicU64,
+}
+
+impl UsageCounter {
+    pub fn record(&self, prompt_tokens: u64, completion_tokens: u64) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.prompt_tokens
+            .fetch_add(prompt_tokens, Ordering::Relaxed);
+        self.completion_tokens
+            .fetch_add(completion_tokens, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> TokenUsage {
+        TokenUsage {
+            requests: self.requests.load(Ordering::Relaxed),
+            prompt_tokens: self.prompt_tokens.load(Ordering::Relaxed),
+            completion_tokens: self.completion_tokens.load(Ordering::Relaxed),
+        }
+    }
+}
