@@ -5,6 +5,7 @@
 #
 #   bash bench/backends.sh DOCS_DIR...         # W = 1 2 4 on both backends
 #   N=10000 WORKERS="1 2 4" BACKENDS="sqlite postgres" bash bench/backends.sh DOCS_DIR...
+#   SHELF_BIN=/path/to/shelf bash bench/backends.sh DOCS_DIR...   # a given binary, no build
 #
 # The DOCS_DIRs hold the documents (nested; the first N files over 200 bytes, in path order, are
 # copied). The figures in docs/PERFORMANCE.md used the bulk corpus
@@ -19,8 +20,12 @@ N=${N:-10000}
 WORKERS=${WORKERS:-1 2 4}
 BACKENDS=${BACKENDS:-sqlite postgres}
 TARGET=${CARGO_TARGET_DIR:-target}
-cargo build --release -p shelf-cli >&2
-SHELF=$(pwd)/$TARGET/release/shelf
+if [[ -n ${SHELF_BIN:-} ]]; then
+  SHELF=$SHELF_BIN
+else
+  cargo build --release -p shelf-cli >&2
+  SHELF=$(pwd)/$TARGET/release/shelf
+fi
 WORK=$(mktemp -d /tmp/shelf-backends.XXXX)
 chmod 755 "$WORK"
 PIDS=()

@@ -1,19 +1,23 @@
-//! The one way a write transaction runs: [`Database::write`] takes the transaction as one
-//! synchronous closure over a [`Tx`], and runs it where it is cheapest. On a SQLite file that
-//! is the writer thread (one hand-off there and one back, `crate::writer`); on PostgreSQL, or
-//! SQLite in memory, it is a pooled transaction driven from the blocking pool (each statement
-//! a round trip to the server anyway). Either way the transaction first takes this process's
-//! turn at the write gate, commits when the closure returns `Ok` and rolls back when it
-//! returns an error or panics, so callers write each transaction once.
+//! The one way a hot write transaction runs: [`Database::write`] takes the transaction as one
+//! closure over a [`Tx`] returning a future, and runs it where it is cheapest. On a SQLite
+//! file that is the writer thread (one hand-off there and one back, `crate::writer`), where
+//! every `Tx` call completes at once and the future is polled to its end in one go; on
+//! PostgreSQL, or SQLite in memory, it is a pooled transaction whose statements are awaited
+//! like any other. Either way the transaction first takes this process's turn at the write
+//! gate, commits when the future returns `Ok` and rolls back when it returns an error or
+//! panics, and completes even if its caller stops waiting: callers write each transaction once.
+//!
+//! The future awaits nothing but its `Tx` (on the writer thread there is no runtime to wait
+//! on), and may do brief blocking work (a rename) between statements.
 
 use std::sync::{Arc, OnceLock};
 
+use futures::future::BoxFuture;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryResult, Statement};
-use tokio::runtime::Handle;
 
 use crate::gate::{WriteTxn, begin_write, writer_for};
 use crate::sql::fit;
-use crate::writer::{SqliteRow, Txn, Writer};
+use crate::writer::{SqliteRow, Writer, WriterCalls};
 
 /// A database connection with its write path: the pool for reads and the one place write
 /// transactions go through. Cheap to clone; clones share the writer.
@@ -69,38 +73,38 @@ impl Database {
         self.writer.get_or_init(|| writer_for(&self.conn)).as_ref()
     }
 
-    /// Runs `work` as one write transaction: committed if it returns `Ok`, rolled back if it
-    /// returns an error or panics. `work` may block briefly (a rename, a directory), never for
-    /// long: on SQLite it holds the database's one write lock.
-    pub async fn write<T, E>(
-        &self,
-        work: impl FnOnce(&mut Tx<'_>) -> Result<T, E> + Send + 'static,
-    ) -> Result<T, E>
+    /// Runs `work` as one write transaction: committed if its future returns `Ok`, rolled
+    /// back if it returns an error or panics. Write it as
+    /// `db.write(move |tx| Box::pin(async move { tx.execute(&a).await?; … Ok(v) }))`.
+    pub async fn write<T, E, F>(&self, work: F) -> Result<T, E>
     where
         T: Send + 'static,
         E: From<DbErr> + Send + 'static,
+        F: for<'t, 'x> FnOnce(&'t mut Tx<'x>) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
     {
         if let Some(writer) = self.writer() {
-            return writer.transaction(work).await;
+            return writer
+                .transaction(move |txn| {
+                    // Every `Tx` call completes on its first poll here, so this never waits.
+                    futures::executor::block_on(work(&mut Tx {
+                        inner: Inner::Writer(txn),
+                    }))
+                })
+                .await;
         }
         let txn = begin_write(&self.conn).await?;
-        let handle = Handle::current();
-        let ran = tokio::task::spawn_blocking(move || {
+        // A task of its own: like a transaction handed to the writer thread, it completes
+        // even if the caller stops waiting for it.
+        tokio::spawn(async move {
             let outcome = work(&mut Tx {
-                inner: Inner::Pool {
-                    txn: &txn,
-                    handle: &handle,
-                },
-            });
-            (outcome, txn)
+                inner: Inner::Pool { txn: &txn },
+            })
+            .await;
+            finish(txn, outcome).await
         })
-        .await;
-        let (outcome, txn) = match ran {
-            Ok(ran) => ran,
-            // The transaction was dropped with the closure's thread: it rolls back.
-            Err(e) => return Err(E::from(DbErr::Custom(format!("write transaction: {e}")))),
-        };
-        finish(txn, outcome).await
+        .await
+        // A panic in `work`: the transaction was dropped with its task, so it rolled back.
+        .unwrap_or_else(|e| Err(E::from(DbErr::Custom(format!("write transaction: {e}")))))
     }
 }
 
@@ -127,25 +131,16 @@ pub struct Tx<'a> {
 }
 
 enum Inner<'a> {
-    Writer(Txn<'a>),
-    Pool {
-        txn: &'a WriteTxn,
-        handle: &'a Handle,
-    },
+    Writer(&'a mut dyn WriterCalls),
+    Pool { txn: &'a WriteTxn },
 }
 
-impl<'a> Tx<'a> {
-    pub(crate) fn on_writer(txn: Txn<'a>) -> Self {
-        Tx {
-            inner: Inner::Writer(txn),
-        }
-    }
-
+impl Tx<'_> {
     /// The backend the transaction runs on, for the few statements that differ (row locks).
     pub fn backend(&self) -> DbBackend {
         match &self.inner {
             Inner::Writer(_) => DbBackend::Sqlite,
-            Inner::Pool { txn, .. } => txn.get_database_backend(),
+            Inner::Pool { txn } => txn.get_database_backend(),
         }
     }
 
@@ -154,46 +149,56 @@ impl<'a> Tx<'a> {
     }
 
     /// Runs `stmt` and returns the rows it changed.
-    pub fn execute(&mut self, stmt: &Statement) -> Result<u64, DbErr> {
+    pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, DbErr> {
         match &mut self.inner {
             Inner::Writer(txn) => txn.execute(stmt),
-            Inner::Pool { txn, handle } => {
+            Inner::Pool { txn } => {
                 let stmt = fit(txn.get_database_backend(), stmt.clone());
-                handle
-                    .block_on(txn.execute_raw(stmt))
-                    .map(|done| done.rows_affected())
+                Ok(txn.execute_raw(stmt).await?.rows_affected())
             }
         }
     }
 
     /// Runs `stmt` and reads its first row with `read`, if it returned one (a query or a
     /// `RETURNING` clause).
-    pub fn query_row<T>(
+    pub async fn query_row<T>(
         &mut self,
         stmt: &Statement,
         read: impl FnOnce(&Row<'_>) -> T,
     ) -> Result<Option<T>, DbErr> {
         match &mut self.inner {
-            Inner::Writer(txn) => txn.query_row(stmt, read),
-            Inner::Pool { txn, handle } => {
+            Inner::Writer(txn) => {
+                let (mut read, mut first) = (Some(read), None);
+                txn.each_row(stmt, &mut |row| {
+                    if let Some(read) = read.take() {
+                        first = Some(read(row));
+                    }
+                })?;
+                Ok(first)
+            }
+            Inner::Pool { txn } => {
                 let stmt = fit(txn.get_database_backend(), stmt.clone());
-                let row = handle.block_on(txn.query_one_raw(stmt))?;
+                let row = txn.query_one_raw(stmt).await?;
                 Ok(row.map(|row| read(&Row(RowInner::Pool(&row)))))
             }
         }
     }
 
     /// Runs `stmt` and reads every row it returned with `read`, in order.
-    pub fn query_rows<T>(
+    pub async fn query_rows<T>(
         &mut self,
         stmt: &Statement,
         mut read: impl FnMut(&Row<'_>) -> T,
     ) -> Result<Vec<T>, DbErr> {
         match &mut self.inner {
-            Inner::Writer(txn) => txn.query_rows(stmt, read),
-            Inner::Pool { txn, handle } => {
+            Inner::Writer(txn) => {
+                let mut rows = Vec::new();
+                txn.each_row(stmt, &mut |row| rows.push(read(row)))?;
+                Ok(rows)
+            }
+            Inner::Pool { txn } => {
                 let stmt = fit(txn.get_database_backend(), stmt.clone());
-                let rows = handle.block_on(txn.query_all_raw(stmt))?;
+                let rows = txn.query_all_raw(stmt).await?;
                 Ok(rows
                     .iter()
                     .map(|row| read(&Row(RowInner::Pool(row))))
@@ -204,8 +209,8 @@ impl<'a> Tx<'a> {
 
     /// Runs `stmt` and returns the first column of its first row as an integer, if it
     /// returned a row.
-    pub fn query_i64(&mut self, stmt: &Statement) -> Result<Option<i64>, DbErr> {
-        self.query_row(stmt, |row| row.int(0))
+    pub async fn query_i64(&mut self, stmt: &Statement) -> Result<Option<i64>, DbErr> {
+        self.query_row(stmt, |row| row.int(0)).await
     }
 }
 
@@ -264,7 +269,15 @@ mod tests {
         Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)
     }
 
-    /// The same closure on both paths: the writer thread (a file) and the pool (in memory).
+    async fn count(db: &Database, table: &str) -> Option<i64> {
+        db.conn()
+            .query_one_sql(stmt(&format!("SELECT count(*) FROM {table}"), vec![]))
+            .await
+            .expect("count")
+            .and_then(|row| row.try_get_by_index::<i64>(0).ok())
+    }
+
+    /// The same transactions on both paths: the writer thread (a file) and the pool (memory).
     async fn commits_rolls_back_and_reads(db: Database) {
         db.conn()
             .execute_unprepared("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
@@ -272,56 +285,108 @@ mod tests {
             .expect("create");
         let read = db
             .write(|tx| {
-                tx.execute(&stmt("INSERT INTO t (name) VALUES (?)", vec!["a".into()]))?;
-                tx.execute(&stmt("INSERT INTO t (name) VALUES (?)", vec!["z".into()]))?;
-                let all = tx
-                    .query_rows(&stmt("SELECT name FROM t ORDER BY id", vec![]), |row| {
-                        row.text(0)
-                    })?;
-                assert_eq!(all, [Some("a".to_string()), Some("z".to_string())]);
-                tx.execute(&stmt("DELETE FROM t WHERE name = ?", vec!["z".into()]))?;
-                tx.query_row(
-                    &stmt(
-                        "SELECT id, name, NULL FROM t WHERE name = ?",
-                        vec!["a".into()],
-                    ),
-                    |row| (row.int(0), row.text(1), row.text(2)),
-                )
+                Box::pin(async move {
+                    let insert =
+                        |name: &str| stmt("INSERT INTO t (name) VALUES (?)", vec![name.into()]);
+                    tx.execute(&insert("a")).await?;
+                    tx.execute(&insert("z")).await?;
+                    let all = tx
+                        .query_rows(&stmt("SELECT name FROM t ORDER BY id", vec![]), |row| {
+                            row.text(0)
+                        })
+                        .await?;
+                    assert_eq!(all, [Some("a".to_string()), Some("z".to_string())]);
+                    tx.execute(&stmt("DELETE FROM t WHERE name = 'z'", vec![]))
+                        .await?;
+                    let first = stmt("SELECT id, name, NULL FROM t WHERE name = 'a'", vec![]);
+                    tx.query_row(&first, |row| (row.int(0), row.text(1), row.text(2)))
+                        .await
+                })
             })
             .await
             .expect("write");
         assert_eq!(read, Some((1, Some("a".into()), None)));
+
         let failed: Result<(), DbErr> = db
             .write(|tx| {
-                tx.execute(&stmt("INSERT INTO t (name) VALUES (?)", vec!["b".into()]))?;
-                Err(DbErr::Custom("changed my mind".into()))
+                Box::pin(async move {
+                    tx.execute(&stmt("INSERT INTO t (name) VALUES ('b')", vec![]))
+                        .await?;
+                    Err(DbErr::Custom("changed my mind".into()))
+                })
             })
             .await;
         assert!(failed.is_err());
+
         let panicked = tokio::spawn({
             let db = db.clone();
             async move {
-                db.write(|tx| -> Result<(), DbErr> {
-                    tx.execute(&stmt("INSERT INTO t (name) VALUES (?)", vec!["c".into()]))?;
-                    panic!("a bug in the closure")
+                db.write(|tx| {
+                    Box::pin(async move {
+                        tx.execute(&stmt("INSERT INTO t (name) VALUES ('c')", vec![]))
+                            .await?;
+                        if tx.backend() == DbBackend::Sqlite {
+                            panic!("a bug in the transaction");
+                        }
+                        Ok::<(), DbErr>(())
+                    })
                 })
                 .await
             }
         })
         .await;
         assert!(matches!(panicked, Ok(Err(_)) | Err(_)));
-        let names = db
-            .conn()
-            .query_all_sql(stmt("SELECT name FROM t ORDER BY id", vec![]))
-            .await
-            .expect("select");
-        assert_eq!(names.len(), 1, "only the committed row stays");
         assert_eq!(
-            db.write(|tx| tx.query_i64(&stmt("SELECT count(*) FROM t", vec![])))
-                .await
-                .expect("count"),
-            Some(1)
+            count(&db, "t").await,
+            Some(1),
+            "only the committed row stays"
         );
+        let counted = db
+            .write(|tx| {
+                Box::pin(async move { tx.query_i64(&stmt("SELECT count(*) FROM t", vec![])).await })
+            })
+            .await
+            .expect("count");
+        assert_eq!(counted, Some(1));
+    }
+
+    /// A transaction whose caller stops waiting (a dropped request) still completes: it has
+    /// begun, so its writes commit, on either path.
+    async fn a_started_transaction_outlives_its_caller(db: Database) {
+        db.conn()
+            .execute_unprepared("CREATE TABLE IF NOT EXISTS late (n INTEGER)")
+            .await
+            .expect("create");
+        let (started_tx, started) = std::sync::mpsc::channel::<()>();
+        let (go, go_rx) = std::sync::mpsc::channel::<()>();
+        let caller = tokio::spawn({
+            let db = db.clone();
+            async move {
+                db.write(move |tx| {
+                    Box::pin(async move {
+                        let _ = started_tx.send(());
+                        // Holds its thread (the writer's, or a runtime worker's) until told.
+                        let _ = go_rx.recv();
+                        tx.execute(&stmt("INSERT INTO late (n) VALUES (1)", vec![]))
+                            .await
+                    })
+                })
+                .await
+            }
+        });
+        tokio::task::spawn_blocking(move || started.recv())
+            .await
+            .expect("join")
+            .expect("the transaction began");
+        caller.abort();
+        assert!(caller.await.is_err(), "the caller was dropped");
+        go.send(()).expect("release the transaction");
+        // The commit follows on the transaction's own thread or task; poll for it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while count(&db, "late").await != Some(1) {
+            assert!(std::time::Instant::now() < deadline, "never committed");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,16 +397,18 @@ mod tests {
             .expect("connect");
         let db = Database::new(conn);
         assert!(db.writer().is_some());
-        commits_rolls_back_and_reads(db).await;
+        commits_rolls_back_and_reads(db.clone()).await;
+        a_started_transaction_outlives_its_caller(db).await;
     }
 
-    #[tokio::test]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn memory_writes_through_the_pool() {
         let conn = sea_orm::Database::connect("sqlite::memory:")
             .await
             .expect("connect");
         let db = Database::new(conn);
         assert!(db.writer().is_none());
-        commits_rolls_back_and_reads(db).await;
+        commits_rolls_back_and_reads(db.clone()).await;
+        a_started_transaction_outlives_its_caller(db).await;
     }
 }

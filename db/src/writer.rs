@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak, mpsc};
 use libsqlite3_sys as ffi;
 use sea_orm::{DbErr, RuntimeErr, Statement, Value};
 
-use crate::write::{Row, Tx};
+use crate::write::Row;
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
@@ -83,7 +83,7 @@ impl Writer {
     /// (a rename, a directory), never for long.
     pub(crate) async fn transaction<T, E>(
         &self,
-        work: impl FnOnce(&mut Tx<'_>) -> Result<T, E> + Send + 'static,
+        work: impl FnOnce(&mut Txn<'_>) -> Result<T, E> + Send + 'static,
     ) -> Result<T, E>
     where
         T: Send + 'static,
@@ -252,12 +252,10 @@ impl Connection {
 
     fn transaction<T, E: From<DbErr>>(
         &mut self,
-        work: impl FnOnce(&mut Tx<'_>) -> Result<T, E>,
+        work: impl FnOnce(&mut Txn<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
         self.exec("BEGIN IMMEDIATE")?;
-        let done = catch_unwind(AssertUnwindSafe(|| {
-            work(&mut Tx::on_writer(Txn { conn: self }))
-        }));
+        let done = catch_unwind(AssertUnwindSafe(|| work(&mut Txn { conn: self })));
         match done {
             Ok(Ok(value)) => match self.exec("COMMIT") {
                 Ok(()) => Ok(value),
@@ -360,9 +358,37 @@ impl Drop for Connection {
 }
 
 /// The statements of one transaction on the writer's connection (seen by callers as a
-/// [`Tx`]).
+/// `crate::Tx`).
 pub(crate) struct Txn<'a> {
     conn: &'a mut Connection,
+}
+
+// SAFETY: a `Txn` lives only inside a job on the writer thread, and the `Tx` future that holds
+// it is polled to its end there (`Database::write`); the bound only lets that future be typed
+// `Send` like the pooled one. The connection is never used from another thread.
+unsafe impl Send for Txn<'_> {}
+
+/// What a `Tx` calls on the writer thread: object-safe, so `Tx` needs one lifetime only.
+pub(crate) trait WriterCalls: Send {
+    fn execute(&mut self, stmt: &Statement) -> Result<u64, DbErr>;
+    fn each_row(&mut self, stmt: &Statement, on_row: &mut dyn FnMut(&Row<'_>))
+    -> Result<(), DbErr>;
+}
+
+impl WriterCalls for Txn<'_> {
+    fn execute(&mut self, stmt: &Statement) -> Result<u64, DbErr> {
+        Txn::execute(self, stmt)
+    }
+
+    fn each_row(
+        &mut self,
+        stmt: &Statement,
+        on_row: &mut dyn FnMut(&Row<'_>),
+    ) -> Result<(), DbErr> {
+        self.run(stmt, |row| {
+            on_row(&Row::on_writer(&SqliteRow { stmt: row }))
+        })
+    }
 }
 
 impl Txn<'_> {
@@ -375,7 +401,9 @@ impl Txn<'_> {
         Ok(u64::try_from(changes).unwrap_or(0))
     }
 
-    /// Runs `stmt` and reads its first row with `read`, if it returned one.
+    /// Runs `stmt` and reads its first row with `read`, if it returned one (the writer's own
+    /// tests; `Tx` reads rows through `WriterCalls::each_row`).
+    #[cfg(test)]
     pub(crate) fn query_row<T>(
         &mut self,
         stmt: &Statement,
@@ -389,19 +417,6 @@ impl Txn<'_> {
             }
         })?;
         Ok(first)
-    }
-
-    /// Runs `stmt` and reads every row it returned with `read`, in order.
-    pub(crate) fn query_rows<T>(
-        &mut self,
-        stmt: &Statement,
-        mut read: impl FnMut(&Row<'_>) -> T,
-    ) -> Result<Vec<T>, DbErr> {
-        let mut rows = Vec::new();
-        self.run(stmt, |row| {
-            rows.push(read(&Row::on_writer(&SqliteRow { stmt: row })))
-        })?;
-        Ok(rows)
     }
 
     /// Binds `stmt`'s values, steps it to the end (`on_row` sees each row) and resets it.

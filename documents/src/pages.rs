@@ -161,19 +161,23 @@ impl From<&PageRecord> for ListedPage {
     }
 }
 
-/// Counts over all of a run's pages.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Counts over every page record of the run, whatever the filter and the page.
+// The API serves it as it is, as the `PageSummaryOut` schema: these doc comments are its text.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = PageSummaryOut)]
 pub struct PageSummary {
     pub pages: u64,
     pub text_layer: u64,
     pub ocr: u64,
     pub failed: u64,
     pub pending: u64,
+    /// Pages whose language-model correction was kept.
     pub corrected: u64,
     /// Pages with warnings.
     pub with_warnings: u64,
-    /// Mean confidence of OCR pages (rounded to 0.1); `None` without any.
+    /// Mean confidence of OCR pages (0 to 100, rounded to 0.1); null without any.
     pub average_confidence: Option<f64>,
+    /// Recognition passes over all pages.
     pub attempts: u64,
 }
 

@@ -211,17 +211,21 @@ impl DocumentStore {
                 (self.data_dir.clone(), staged.to_path_buf(), ours.clone());
             let (id, name) = (id.clone(), name.clone());
             self.database
-                .write(move |tx| -> Result<bool> {
-                    if let Some(lock) = &lock {
-                        tx.execute(lock)?;
-                    }
-                    if tx.query_i64(&exists)?.is_some() {
-                        return Ok(false);
-                    }
-                    ours.store(true, Ordering::SeqCst);
-                    place_upload_now(&data_dir, &id, &name, &staged)?;
-                    tx.execute(&insert)?;
-                    Ok(true)
+                .write(move |tx| {
+                    Box::pin(async move {
+                        if let Some(lock) = &lock {
+                            tx.execute(lock).await?;
+                        }
+                        if tx.query_i64(&exists).await?.is_some() {
+                            return Ok(false);
+                        }
+                        ours.store(true, Ordering::SeqCst);
+                        // A rename and a directory, under the write lock: brief, and on
+                        // SQLite on the writer thread (see `Database::write`).
+                        place_upload_now(&data_dir, &id, &name, &staged)?;
+                        tx.execute(&insert).await?;
+                        Ok::<_, DocumentsError>(true)
+                    })
                 })
                 .await
         };

@@ -34,11 +34,15 @@ pub struct TextRecord {
     pub body: String,
 }
 
-/// A bounded page of the latest cleaned output; offsets count characters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+// A bounded page of the latest cleaned output; offsets count characters. The API serves it
+// as it is, as the `ContentPageOut` schema, so its doc comments are that schema's text: this
+// one is a plain comment because the published schema has no description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = ContentPageOut)]
 pub struct ContentPage {
     pub document_id: String,
     pub text: String,
+    /// Characters in the whole cleaned output.
     pub total_chars: u64,
     pub offset: u64,
     pub limit: u64,

@@ -55,9 +55,10 @@ pub struct OkfFile {
     pub content: String,
 }
 
-/// Why a document is not in a bundle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Why a document is not in a bundle. The API serves it as it is, as `OkfSkipReasonOut`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = OkfSkipReasonOut, description = "Why a document is not in the bundle.")]
 pub enum SkipReason {
     /// No run has written a cleaned text yet.
     NoCleanedOutput,
@@ -67,8 +68,11 @@ pub enum SkipReason {
     InvalidClassification,
 }
 
-/// A document left out of a bundle.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+// A document left out of a bundle. The API serves it as it is, as the `OkfSkippedOut`
+// schema, so its doc comments are that schema's text: this one is a plain comment because the
+// published schema has no description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = OkfSkippedOut)]
 pub struct OkfSkipped {
     pub document_id: String,
     pub filename: String,
@@ -83,20 +87,26 @@ pub struct OkfConcept {
     pub file: OkfFile,
 }
 
-/// The JSON bundle of `GET /export/okf`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The JSON bundle of `GET /export/okf`, served as it is (as `OkfBundleOut`): these doc
+/// comments are the published schema's text.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = OkfBundleOut, description = "An OKF v0.1 bundle.")]
 pub struct OkfBundle {
+    /// `0.1`.
     pub okf_version: &'static str,
+    /// RFC 3339, also in the root `index.md`.
     pub generated_at: String,
-    /// Concept files written (index files not counted).
+    /// Concept files in `files` (index files not counted).
     pub concepts: u64,
-    /// Path → content: concepts and `index.md` files.
+    /// Path → content: concept files and an `index.md` per folder (the root's carries
+    /// `okf_version`).
     pub files: BTreeMap<String, String>,
-    /// Ids of documents left out (no cleaned output, no classification, unusable code).
+    /// Ids of matching documents left out (no cleaned output or no classification), newest
+    /// first, at most `limit`.
     pub skipped: Vec<String>,
     /// The same documents with filename and reason.
     pub skipped_documents: Vec<OkfSkipped>,
-    /// True when more concepts or skipped documents match than `limit` allowed.
+    /// True when `limit` left matching concepts or skipped documents out.
     pub truncated: bool,
 }
 

@@ -233,8 +233,11 @@ pub struct SearchIds {
     pub match_mode: MatchMode,
 }
 
-/// One facet bucket.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+// One facet bucket. The API serves it as it is, as the `FacetCountOut` schema, so its doc
+// comments are that schema's text: this one is a plain comment because the published schema
+// has no description.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = FacetCountOut)]
 pub struct FacetCount {
     pub value: String,
     pub count: u64,

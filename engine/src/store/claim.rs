@@ -23,39 +23,43 @@ impl RunStore {
         let backend = self.db.backend();
         let claimed = self
             .db
-            .write(move |tx| -> Result<_, EngineError> {
-                let Some((id, due_at)) = tx.query_row(&pick, |row| (row.text(0), row.int(1)))?
-                else {
-                    return Ok(None);
-                };
-                let id = id.unwrap_or_default();
-                let update = claim_update(
-                    &worker,
-                    now,
-                    lease_end,
-                    &id,
-                    "subject, claims, reclaims, last_claim_reclaimed, last_event_seq",
-                );
-                let Some(c) = tx.query_row(&update, |row| ClaimedRow {
-                    subject: row.text(0).unwrap_or_default(),
-                    claims: row.int(1),
-                    reclaims: row.int(2),
-                    reclaimed: row.int(3) != 0,
-                    sequence: row.int(4),
-                })?
-                else {
-                    return Ok(None);
-                };
-                let (kind, message) = claim_event(&worker, c.reclaimed, c.claims, c.reclaims);
-                let event = [("run", kind, message.as_str())];
-                let statements = events_insert(&id, c.sequence, &event)
-                    .into_iter()
-                    .chain(on_claim(&c.subject))
-                    .chain(crate::event_signal::notify_statement(backend, &id));
-                for statement in statements {
-                    tx.execute(&statement)?;
-                }
-                Ok(Some((id, due_at, c.reclaimed)))
+            .write(move |tx| {
+                Box::pin(async move {
+                    let picked = tx.query_row(&pick, |row| (row.text(0), row.int(1))).await?;
+                    let Some((id, due_at)) = picked else {
+                        return Ok(None);
+                    };
+                    let id = id.unwrap_or_default();
+                    let update = claim_update(
+                        &worker,
+                        now,
+                        lease_end,
+                        &id,
+                        "subject, claims, reclaims, last_claim_reclaimed, last_event_seq",
+                    );
+                    let Some(c) = tx
+                        .query_row(&update, |row| ClaimedRow {
+                            subject: row.text(0).unwrap_or_default(),
+                            claims: row.int(1),
+                            reclaims: row.int(2),
+                            reclaimed: row.int(3) != 0,
+                            sequence: row.int(4),
+                        })
+                        .await?
+                    else {
+                        return Ok(None);
+                    };
+                    let (kind, message) = claim_event(&worker, c.reclaimed, c.claims, c.reclaims);
+                    let event = [("run", kind, message.as_str())];
+                    let statements = events_insert(&id, c.sequence, &event)
+                        .into_iter()
+                        .chain(on_claim(&c.subject))
+                        .chain(crate::event_signal::notify_statement(backend, &id));
+                    for statement in statements {
+                        tx.execute(&statement).await?;
+                    }
+                    Ok::<_, EngineError>(Some((id, due_at, c.reclaimed)))
+                })
             })
             .await?;
         let Some((id, due_at, reclaimed)) = claimed else {

@@ -72,30 +72,32 @@ impl RunStore {
         let run_id = id.clone();
         let earlier = self
             .db
-            .write(move |tx| -> Result<Option<String>, EngineError> {
-                if let Some(guard) = &guard {
-                    // First, before any row lock of a run: the subject's deletion takes its lock
-                    // first too, then the runs' (PostgreSQL), so the two never wait for each
-                    // other in a cycle.
-                    for statement in &guard.lock {
-                        tx.execute(statement)?;
+            .write(move |tx| {
+                Box::pin(async move {
+                    if let Some(guard) = &guard {
+                        // First, before any row lock of a run: the subject's deletion takes its lock
+                        // first too, then the runs' (PostgreSQL), so the two never wait for each
+                        // other in a cycle.
+                        for statement in &guard.lock {
+                            tx.execute(statement).await?;
+                        }
+                        if tx.execute(&guard.touch).await? == 0 {
+                            return Err(EngineError::SubjectNotFound(subject));
+                        }
                     }
-                    if tx.execute(&guard.touch)? == 0 {
-                        return Err(EngineError::SubjectNotFound(subject));
+                    if let Some(old) = &retried
+                        && let Some(earlier) = check_retry(tx, old).await?
+                    {
+                        return Ok(Some(earlier));
                     }
-                }
-                if let Some(old) = &retried
-                    && let Some(earlier) = check_retry(tx, old)?
-                {
-                    return Ok(Some(earlier));
-                }
-                for statement in &statements {
-                    tx.execute(statement)?;
-                }
-                if let Some(old) = &retried {
-                    reuse_checkpoints(tx, old, &run_id, &created)?;
-                }
-                Ok(None)
+                    for statement in &statements {
+                        tx.execute(statement).await?;
+                    }
+                    if let Some(old) = &retried {
+                        reuse_checkpoints(tx, old, &run_id, &created).await?;
+                    }
+                    Ok::<_, EngineError>(None)
+                })
             })
             .await?;
         // A retry asked for twice answers the first retry.
@@ -110,7 +112,7 @@ impl RunStore {
 /// Checks, inside a retry's transaction, that run `old` may be retried: it must exist and have
 /// failed. Returns the retry made earlier, if there is one (a run is retried once, and retrying
 /// it again answers that retry).
-fn check_retry(tx: &mut Tx<'_>, old: &str) -> Result<Option<String>, EngineError> {
+async fn check_retry(tx: &mut Tx<'_>, old: &str) -> Result<Option<String>, EngineError> {
     // Re-checked under the write lock (SQLite) or the old run's row lock (PostgreSQL): two
     // concurrent retries must not both succeed.
     let lock = if tx.is_postgres() { " FOR UPDATE" } else { "" };
@@ -121,15 +123,18 @@ fn check_retry(tx: &mut Tx<'_>, old: &str) -> Result<Option<String>, EngineError
                 vec![old.into()],
             ),
             |row| row.text(0).unwrap_or_default(),
-        )?
+        )
+        .await?
         .ok_or_else(|| EngineError::RunNotFound(old.to_string()))?;
-    let existing = tx.query_row(
-        &stmt(
-            "SELECT id FROM runs WHERE retry_of = ? ORDER BY rowid LIMIT 1",
-            vec![old.into()],
-        ),
-        |row| row.text(0).unwrap_or_default(),
-    )?;
+    let existing = tx
+        .query_row(
+            &stmt(
+                "SELECT id FROM runs WHERE retry_of = ? ORDER BY rowid LIMIT 1",
+                vec![old.into()],
+            ),
+            |row| row.text(0).unwrap_or_default(),
+        )
+        .await?;
     if existing.is_some() {
         return Ok(existing);
     }
@@ -144,7 +149,7 @@ fn check_retry(tx: &mut Tx<'_>, old: &str) -> Result<Option<String>, EngineError
 
 /// Makes retry `id` of run `old` reuse the checkpoints of every stage that succeeded, and
 /// every partial checkpoint, so the retry pays for no finished work twice; records which.
-fn reuse_checkpoints(
+async fn reuse_checkpoints(
     tx: &mut Tx<'_>,
     old: &str,
     id: &str,
@@ -170,11 +175,13 @@ fn reuse_checkpoints(
             ],
         ),
         |row| row.text(0).unwrap_or_default(),
-    )?;
+    )
+    .await?;
     tx.execute(&stmt(
         "INSERT INTO run_stage_parts (run_id, stage, key, value) SELECT ?, stage, key, value FROM run_stage_parts WHERE run_id = ?",
         vec![id.into(), old.into()],
-    ))?;
+    ))
+    .await?;
     names.sort();
     let reused = if names.is_empty() {
         "no checkpoints to reuse".to_string()
@@ -185,11 +192,12 @@ fn reuse_checkpoints(
         .query_i64(&stmt(
             "UPDATE runs SET last_event_seq = last_event_seq + 1 WHERE id = ? RETURNING last_event_seq",
             vec![id.into()],
-        ))?
+        ))
+        .await?
         .ok_or_else(|| EngineError::RunNotFound(id.to_string()))?;
     let message = format!("retry of {old}; {reused}");
     if let Some(insert) = events_insert(id, sequence, &[("run", "run_retry_of", &message)]) {
-        tx.execute(&insert)?;
+        tx.execute(&insert).await?;
     }
     Ok(())
 }

@@ -146,18 +146,20 @@ impl LeaseGuard {
         self.store
             .db
             .write(move |tx| {
-                let Some(last) = tx.query_i64(&fence)? else {
-                    return Err(EngineError::LeaseLost(run_id));
-                };
-                for statement in statements.iter() {
-                    tx.execute(statement)?;
-                }
-                let first = last - reserved + 1;
-                let inserted = events_insert(&run_id, first, &borrowed(&events));
-                for statement in inserted.iter().chain(&notify) {
-                    tx.execute(statement)?;
-                }
-                Ok(())
+                Box::pin(async move {
+                    let Some(last) = tx.query_i64(&fence).await? else {
+                        return Err(EngineError::LeaseLost(run_id));
+                    };
+                    for statement in statements.iter() {
+                        tx.execute(statement).await?;
+                    }
+                    let first = last - reserved + 1;
+                    let inserted = events_insert(&run_id, first, &borrowed(&events));
+                    for statement in inserted.iter().chain(&notify) {
+                        tx.execute(statement).await?;
+                    }
+                    Ok(())
+                })
             })
             .await?;
         if reserved > 0 {

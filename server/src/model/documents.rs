@@ -2,7 +2,7 @@
 //! forms and batch answers, and the JSON export.
 
 use serde::{Deserialize, Serialize};
-use shelf_documents::{ContentPage, Document, ListedPage, PageListing, PageSummary};
+use shelf_documents::{Deleted, Document, ListedPage, PageListing, PageSummary};
 use utoipa::ToSchema;
 
 use crate::error::ErrorBody;
@@ -78,61 +78,12 @@ pub struct DeletedOut {
     pub removed_files: bool,
 }
 
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ContentPageOut {
-    pub document_id: String,
-    pub text: String,
-    /// Characters in the whole cleaned output.
-    pub total_chars: u64,
-    pub offset: u64,
-    pub limit: u64,
-    /// True when characters follow this page.
-    pub truncated: bool,
-}
-
-impl From<ContentPage> for ContentPageOut {
-    fn from(p: ContentPage) -> Self {
-        ContentPageOut {
-            document_id: p.document_id,
-            text: p.text,
-            total_chars: p.total_chars,
-            offset: p.offset,
-            limit: p.limit,
-            truncated: p.truncated,
-        }
-    }
-}
-
-/// Counts over every page record of the run, whatever the filter and the page.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct PageSummaryOut {
-    pub pages: u64,
-    pub text_layer: u64,
-    pub ocr: u64,
-    pub failed: u64,
-    pub pending: u64,
-    /// Pages whose language-model correction was kept.
-    pub corrected: u64,
-    /// Pages with warnings.
-    pub with_warnings: u64,
-    /// Mean confidence of OCR pages (0 to 100, rounded to 0.1); null without any.
-    pub average_confidence: Option<f64>,
-    /// Recognition passes over all pages.
-    pub attempts: u64,
-}
-
-impl From<PageSummary> for PageSummaryOut {
-    fn from(s: PageSummary) -> Self {
-        PageSummaryOut {
-            pages: s.pages,
-            text_layer: s.text_layer,
-            ocr: s.ocr,
-            failed: s.failed,
-            pending: s.pending,
-            corrected: s.corrected,
-            with_warnings: s.with_warnings,
-            average_confidence: s.average_confidence,
-            attempts: s.attempts,
+impl From<Deleted> for DeletedOut {
+    fn from(d: Deleted) -> Self {
+        DeletedOut {
+            id: d.id,
+            deleted: true,
+            removed_files: d.removed_files,
         }
     }
 }
@@ -185,7 +136,7 @@ pub struct PageListingOut {
     /// The run the records are from; null when no run recorded pages (not a paged document,
     /// or never processed).
     pub run_id: Option<String>,
-    pub summary: PageSummaryOut,
+    pub summary: PageSummary,
     /// Records matching the filter (all, or failures only).
     pub total: u64,
     pub limit: u64,
@@ -198,7 +149,7 @@ impl From<PageListing> for PageListingOut {
         PageListingOut {
             document_id: l.document_id,
             run_id: l.run_id,
-            summary: l.summary.into(),
+            summary: l.summary,
             total: l.total,
             limit: l.limit,
             offset: l.offset,
@@ -309,4 +260,127 @@ pub struct DocumentExportOut {
     /// With `citation_quote`, when the source is a transcript and the quote is found.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transcript_citation: Option<TranscriptCitationOut>,
+}
+
+#[cfg(test)]
+mod tests {
+    use shelf_app::export::JsonExport;
+    use shelf_documents::{Ingested, PageSource};
+
+    use super::*;
+    use crate::model::mirror::{assert_mirrors, citation, document, keys, schema_fields};
+
+    fn listed_page() -> ListedPage {
+        ListedPage {
+            number: 1,
+            source: PageSource::Ocr,
+            confidence: Some(91.5),
+            rotation_degrees: Some(90),
+            chars: 10,
+            attempts: 2,
+            corrected: true,
+            warnings: vec!["low contrast".into()],
+            error: Some("ocr_failed: unreadable".into()),
+            image_path: Some("pages/doc_0123456789abcdef/1.png".into()),
+        }
+    }
+
+    /// `DocumentOut` writes the status and source kind as strings and adds `duplicate` on
+    /// ingest answers; `pk` and `storage_path` never serialize on either side.
+    #[test]
+    fn document_out_mirrors_document() {
+        assert_mirrors(
+            "Document",
+            keys(&document()),
+            keys(&DocumentOut::from(document())),
+            &[],
+            &[],
+        );
+        let ingested = Ingested {
+            document: document(),
+            duplicate: true,
+        };
+        let mut out = DocumentOut::from(ingested.document.clone());
+        out.duplicate = Some(ingested.duplicate);
+        assert_mirrors("Ingested", keys(&ingested), keys(&out), &[], &[]);
+    }
+
+    /// `DeletedOut` adds `deleted` (always true) to the domain's answer.
+    #[test]
+    fn deleted_out_mirrors_deleted() {
+        let deleted = Deleted {
+            id: "doc_0123456789abcdef".into(),
+            removed_files: true,
+        };
+        assert_mirrors(
+            "Deleted",
+            keys(&deleted),
+            keys(&DeletedOut::from(deleted.clone())),
+            &[],
+            &["deleted"],
+        );
+    }
+
+    /// `PageOut` writes the page source as a string.
+    #[test]
+    fn page_out_mirrors_listed_page() {
+        assert_mirrors(
+            "ListedPage",
+            keys(&listed_page()),
+            keys(&PageOut::from(listed_page())),
+            &[],
+            &[],
+        );
+    }
+
+    /// `PageListingOut` holds `PageOut`s.
+    #[test]
+    fn page_listing_out_mirrors_page_listing() {
+        let listing = PageListing {
+            document_id: "doc_0123456789abcdef".into(),
+            run_id: Some("run_1".into()),
+            summary: PageSummary {
+                average_confidence: Some(91.5),
+                ..PageSummary::default()
+            },
+            total: 1,
+            limit: 100,
+            offset: 0,
+            pages: vec![listed_page()],
+        };
+        assert_mirrors(
+            "PageListing",
+            keys(&listing),
+            keys(&PageListingOut::from(listing.clone())),
+            &[],
+            &[],
+        );
+    }
+
+    /// `DocumentExportOut` only describes the JSON export, which the application writes: its
+    /// schema must declare exactly the keys of a real export (every optional field set).
+    #[test]
+    fn document_export_schema_declares_the_written_json() {
+        let d = document();
+        let export = JsonExport {
+            document_id: d.id,
+            filename: d.filename,
+            classification: d.classification,
+            classification_label: d.classification_label,
+            title: d.title,
+            summary: d.summary,
+            tags: d.tags,
+            suggested_stem: d.suggested_stem,
+            run_id: "run_1".into(),
+            text: "On goats.".into(),
+            transcript_citation: Some(citation()),
+        };
+        assert_mirrors(
+            "JsonExport",
+            keys(&export),
+            schema_fields::<DocumentExportOut>(),
+            &[],
+            &[],
+        );
+    }
 }

@@ -63,3 +63,28 @@ pub struct SseEvent {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::mirror::{assert_mirrors, keys};
+
+    /// The same fields: the mirror exists because the engine stays free of schema derives.
+    #[test]
+    fn event_record_out_mirrors_event_record() {
+        let record = EventRecord {
+            sequence: 1,
+            stage: "extract".into(),
+            kind: "info".into(),
+            message: "started".into(),
+            created_at: "2026-11-21T10:00:00.000Z".into(),
+        };
+        assert_mirrors(
+            "EventRecord",
+            keys(&record),
+            keys(&EventRecordOut::from(record.clone())),
+            &[],
+            &[],
+        );
+    }
+}

@@ -5,8 +5,7 @@
 use serde::{Deserialize, Serialize};
 use shelf_app::export::{CitedHit, CitedSearchPage};
 use shelf_documents::{
-    FacetCount, MatchMode, SearchBody, SearchFacets, SearchHit, SearchIds, SearchPage,
-    TranscriptCitation,
+    FacetCount, MatchMode, SearchBody, SearchFacets, SearchHit, SearchIds, TranscriptCitation,
 };
 use utoipa::ToSchema;
 
@@ -336,18 +335,6 @@ impl From<CitedSearchPage> for SearchResultsOut {
     }
 }
 
-impl From<SearchPage> for SearchResultsOut {
-    fn from(p: SearchPage) -> Self {
-        SearchResultsOut {
-            results: p.results.into_iter().map(SearchHitOut::from).collect(),
-            total: p.total,
-            limit: p.limit,
-            offset: p.offset,
-            match_mode: match_mode_name(p.match_mode),
-        }
-    }
-}
-
 /// Where a quote is in a transcript. A match across several segments covers them all.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct TranscriptCitationOut {
@@ -383,41 +370,160 @@ impl From<TranscriptCitation> for TranscriptCitationOut {
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct FacetCountOut {
-    pub value: String,
-    pub count: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-}
-
-impl From<FacetCount> for FacetCountOut {
-    fn from(f: FacetCount) -> Self {
-        FacetCountOut {
-            value: f.value,
-            count: f.count,
-            label: f.label,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct FacetsOut {
-    pub classifications: Vec<FacetCountOut>,
-    pub statuses: Vec<FacetCountOut>,
-    pub sources: Vec<FacetCountOut>,
-    pub filenames: Vec<FacetCountOut>,
+    pub classifications: Vec<FacetCount>,
+    pub statuses: Vec<FacetCount>,
+    pub sources: Vec<FacetCount>,
+    pub filenames: Vec<FacetCount>,
     pub match_mode: String,
 }
 
 impl From<SearchFacets> for FacetsOut {
     fn from(f: SearchFacets) -> Self {
-        let list = |v: Vec<FacetCount>| v.into_iter().map(FacetCountOut::from).collect();
         FacetsOut {
-            classifications: list(f.classifications),
-            statuses: list(f.statuses),
-            sources: list(f.sources),
-            filenames: list(f.filenames),
+            classifications: f.classifications,
+            statuses: f.statuses,
+            sources: f.sources,
+            filenames: f.filenames,
             match_mode: match_mode_name(f.match_mode),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shelf_documents::{DocumentStatus, SearchPage, SearchScope};
+
+    use super::*;
+    use crate::model::mirror::{assert_mirrors, citation, keys};
+
+    fn cited_hit() -> CitedHit {
+        CitedHit {
+            hit: SearchHit {
+                document_id: "doc_0123456789abcdef".into(),
+                run_id: Some("run_1".into()),
+                source: SearchScope::Cleaned,
+                filename: "goats.srt".into(),
+                document_status: DocumentStatus::Ready,
+                created_at: "2026-11-21T10:00:00.000Z".into(),
+                snippet: "the <mark>goats</mark>".into(),
+                score: 1.5,
+                classification_code: Some("636".into()),
+                classification_label: Some("Animal husbandry".into()),
+                has_transcript: true,
+            },
+            transcript_citation: Some(citation()),
+        }
+    }
+
+    /// `SearchHitOut` writes the source and status as strings; `has_transcript` never
+    /// serializes on the domain side.
+    #[test]
+    fn search_hit_out_mirrors_cited_hit() {
+        assert_mirrors(
+            "CitedHit",
+            keys(&cited_hit()),
+            keys(&SearchHitOut::from(cited_hit())),
+            &[],
+            &[],
+        );
+        assert_mirrors(
+            "SearchHit",
+            keys(&cited_hit().hit),
+            keys(&SearchHitOut::from(cited_hit().hit)),
+            &[],
+            &[],
+        );
+    }
+
+    /// `SearchResultsOut` writes the match mode as a string and holds `SearchHitOut`s; the
+    /// domain's [`SearchPage`] is the same page before citations are looked for.
+    #[test]
+    fn search_results_out_mirrors_search_pages() {
+        let cited = CitedSearchPage {
+            results: vec![cited_hit()],
+            total: 1,
+            limit: 20,
+            offset: 0,
+            match_mode: MatchMode::All,
+        };
+        assert_mirrors(
+            "CitedSearchPage",
+            keys(&cited),
+            keys(&SearchResultsOut::from(cited.clone())),
+            &[],
+            &[],
+        );
+        let page = SearchPage {
+            results: vec![cited_hit().hit],
+            total: 1,
+            limit: 20,
+            offset: 0,
+            match_mode: MatchMode::Any,
+        };
+        assert_mirrors(
+            "SearchPage",
+            keys(&page),
+            keys(&SearchResultsOut::from(cited)),
+            &[],
+            &[],
+        );
+    }
+
+    /// `SearchIdsOut` writes the match mode as a string.
+    #[test]
+    fn search_ids_out_mirrors_search_ids() {
+        let ids = SearchIds {
+            document_ids: vec!["doc_0123456789abcdef".into()],
+            total: 1,
+            limit: 20,
+            offset: 0,
+            match_mode: MatchMode::All,
+        };
+        assert_mirrors(
+            "SearchIds",
+            keys(&ids),
+            keys(&SearchIdsOut::from(ids.clone())),
+            &[],
+            &[],
+        );
+    }
+
+    /// `TranscriptCitationOut` writes the strategy as a string.
+    #[test]
+    fn transcript_citation_out_mirrors_transcript_citation() {
+        assert_mirrors(
+            "TranscriptCitation",
+            keys(&citation()),
+            keys(&TranscriptCitationOut::from(citation())),
+            &[],
+            &[],
+        );
+    }
+
+    /// `FacetsOut` writes the match mode as a string.
+    #[test]
+    fn facets_out_mirrors_search_facets() {
+        let bucket = || {
+            vec![FacetCount {
+                value: "636".into(),
+                count: 1,
+                label: Some("Animal husbandry".into()),
+            }]
+        };
+        let facets = SearchFacets {
+            classifications: bucket(),
+            statuses: bucket(),
+            sources: bucket(),
+            filenames: bucket(),
+            match_mode: MatchMode::Auto,
+        };
+        assert_mirrors(
+            "SearchFacets",
+            keys(&facets),
+            keys(&FacetsOut::from(facets.clone())),
+            &[],
+            &[],
+        );
     }
 }

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Deserializer};
 use shelf_app::ExportFormat;
 use shelf_app::RunView;
+use shelf_documents::ContentPage;
 use shelf_documents::citations::MAX_QUOTE_CHARS;
 use utoipa::IntoParams;
 use utoipa_axum::routes;
@@ -16,8 +17,8 @@ use utoipa_axum::routes;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{ApiPath, ApiQuery, OptionalJson, page_limit, page_offset, request_too_large};
 use crate::model::documents::{
-    BatchItemOut, BatchOut, BatchUploadForm, ContentPageOut, DeletedOut, DocumentExportOut,
-    DocumentList, DocumentOut, ExportFormatIn, PageListingOut, Reprocess, UploadForm,
+    BatchItemOut, BatchOut, BatchUploadForm, DeletedOut, DocumentExportOut, DocumentList,
+    DocumentOut, ExportFormatIn, PageListingOut, Reprocess, UploadForm,
 };
 use crate::model::runs::check_pipeline_name;
 use crate::policy::Policy;
@@ -301,11 +302,7 @@ pub async fn delete(
 ) -> Result<Json<DeletedOut>, ApiError> {
     let deleted = state.shelf.delete_document(&id).await?;
     tracing::info!(document_id = %deleted.id, removed_files = deleted.removed_files, "document_deleted");
-    Ok(Json(DeletedOut {
-        id: deleted.id,
-        deleted: true,
-        removed_files: deleted.removed_files,
-    }))
+    Ok(Json(DeletedOut::from(deleted)))
 }
 
 /// Reprocess a document
@@ -357,13 +354,13 @@ pub struct ContentQuery {
 #[utoipa::path(
     get, path = "/documents/{id}/content", operation_id = "get_document_content", tag = "documents",
     params(("id" = String, Path, description = "Document id"), ContentQuery),
-    responses((status = 200, body = ContentPageOut), (status = 404, body = ErrorBody))
+    responses((status = 200, body = ContentPage), (status = 404, body = ErrorBody))
 )]
 pub async fn content(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<ContentQuery>,
-) -> Result<Json<ContentPageOut>, ApiError> {
+) -> Result<Json<ContentPage>, ApiError> {
     if q.limit == Some(0) {
         return Err(ApiError::invalid(
             &["query", "limit"],
@@ -373,8 +370,7 @@ pub async fn content(
     }
     let offset = page_offset(&["query", "offset"], q.offset)?;
     page_offset(&["query", "limit"], q.limit)?;
-    let page = state.shelf.content(&id, offset, q.limit).await?;
-    Ok(Json(page.into()))
+    Ok(Json(state.shelf.content(&id, offset, q.limit).await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -1,12 +1,10 @@
 //! Open Knowledge Format: one document's concept (`/documents/{id}/okf`) and a bounded bundle
 //! (`/export/okf`). The layout is the application layer's (`shelf_app::okf`); docs/okf.md.
 
-use std::collections::BTreeMap;
-
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use shelf_app::okf::{OkfBundle, OkfFile, OkfFilter, OkfSkipped, SkipReason};
+use shelf_app::okf::{OkfBundle, OkfFile, OkfFilter};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::routes;
 
@@ -30,6 +28,8 @@ const MAX_PREFIX_CHARS: usize = 32;
 const MAX_TAG_CHARS: usize = 200;
 
 /// A concept file: its path in a bundle and its Markdown.
+// A mirror of `OkfFile`, which is any file of a bundle (index files too): this type and its
+// schema text are for concept files only.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct OkfConceptOut {
     /// Relative path, `/`-separated (`600-technology/630-agriculture/horses.md`).
@@ -43,71 +43,6 @@ impl From<OkfFile> for OkfConceptOut {
         OkfConceptOut {
             path: f.path,
             content: f.content,
-        }
-    }
-}
-
-/// Why a document is not in the bundle.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum OkfSkipReasonOut {
-    NoCleanedOutput,
-    NoClassification,
-    InvalidClassification,
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct OkfSkippedOut {
-    pub document_id: String,
-    pub filename: String,
-    pub reason: OkfSkipReasonOut,
-}
-
-impl From<OkfSkipped> for OkfSkippedOut {
-    fn from(s: OkfSkipped) -> Self {
-        OkfSkippedOut {
-            document_id: s.document_id,
-            filename: s.filename,
-            reason: match s.reason {
-                SkipReason::NoCleanedOutput => OkfSkipReasonOut::NoCleanedOutput,
-                SkipReason::NoClassification => OkfSkipReasonOut::NoClassification,
-                SkipReason::InvalidClassification => OkfSkipReasonOut::InvalidClassification,
-            },
-        }
-    }
-}
-
-/// An OKF v0.1 bundle.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct OkfBundleOut {
-    /// `0.1`.
-    pub okf_version: String,
-    /// RFC 3339, also in the root `index.md`.
-    pub generated_at: String,
-    /// Concept files in `files` (index files not counted).
-    pub concepts: u64,
-    /// Path → content: concept files and an `index.md` per folder (the root's carries
-    /// `okf_version`).
-    pub files: BTreeMap<String, String>,
-    /// Ids of matching documents left out (no cleaned output or no classification), newest
-    /// first, at most `limit`.
-    pub skipped: Vec<String>,
-    /// The same documents with filename and reason.
-    pub skipped_documents: Vec<OkfSkippedOut>,
-    /// True when `limit` left matching concepts or skipped documents out.
-    pub truncated: bool,
-}
-
-impl From<OkfBundle> for OkfBundleOut {
-    fn from(b: OkfBundle) -> Self {
-        OkfBundleOut {
-            okf_version: b.okf_version.to_string(),
-            generated_at: b.generated_at,
-            concepts: b.concepts,
-            files: b.files,
-            skipped: b.skipped,
-            skipped_documents: b.skipped_documents.into_iter().map(Into::into).collect(),
-            truncated: b.truncated,
         }
     }
 }
@@ -164,14 +99,14 @@ fn present(value: Option<String>) -> Option<String> {
 #[utoipa::path(
     get, path = "/export/okf", operation_id = "export_okf", tag = "export", params(BundleQuery),
     responses(
-        (status = 200, body = OkfBundleOut),
+        (status = 200, body = OkfBundle),
         (status = 422, description = "`validation_error`: `limit` outside 1 to 1000, a `classification_prefix` other than digits and `.` or over 32 characters, a `tag` over 200 characters", body = ErrorBody),
     )
 )]
 pub async fn bundle(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<BundleQuery>,
-) -> Result<Json<OkfBundleOut>, ApiError> {
+) -> Result<Json<OkfBundle>, ApiError> {
     let limit = page_limit("limit", q.limit, DEFAULT_BUNDLE_LIMIT, MAX_BUNDLE_LIMIT)?;
     // Checked as sent, as the schema states it (a prefix has no spaces to trim).
     if let Some(prefix) = &q.classification_prefix
@@ -207,5 +142,27 @@ pub async fn bundle(
             limit: Some(limit),
         })
         .await?;
-    Ok(Json(bundle.into()))
+    Ok(Json(bundle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::mirror::{assert_mirrors, keys};
+
+    /// The same fields: the mirror exists because the API's type is a concept file only.
+    #[test]
+    fn okf_concept_out_mirrors_okf_file() {
+        let file = OkfFile {
+            path: "600-technology/630-agriculture/goats.md".into(),
+            content: "---\n---\n".into(),
+        };
+        assert_mirrors(
+            "OkfFile",
+            keys(&file),
+            keys(&OkfConceptOut::from(file.clone())),
+            &[],
+            &[],
+        );
+    }
 }
