@@ -50,7 +50,7 @@ struct ApiDoc;
 /// The document, assembled once from the routers.
 static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| {
     let mut document = ApiDoc::openapi();
-    document.merge(crate::routes::api().router.into_openapi());
+    document.merge(crate::routes::declared().openapi.clone());
     Envelope.modify(&mut document);
     document
 });

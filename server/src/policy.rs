@@ -4,8 +4,6 @@
 //! OpenAPI document both read [`required_access`], so the schema's security requirements
 //! cannot drift from what the server enforces.
 
-use std::sync::LazyLock;
-
 use axum::http::Method;
 
 /// What a request needs.
@@ -100,12 +98,9 @@ impl Policies {
     }
 }
 
-/// The declarations of the routes this server serves, collected once.
-static POLICIES: LazyLock<Policies> = LazyLock::new(|| crate::routes::api().policies);
-
 /// The access `method path` needs (see [`Policies::access`]).
 pub fn required_access(method: &Method, path: &str) -> Access {
-    POLICIES.access(method, path)
+    crate::routes::declared().policies.access(method, path)
 }
 
 #[cfg(test)]

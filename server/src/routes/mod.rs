@@ -13,6 +13,8 @@ pub mod runs;
 pub mod search;
 pub mod service;
 
+use std::sync::LazyLock;
+
 use axum::Router;
 use axum::http::Method;
 use utoipa::openapi::path::PathItem;
@@ -123,11 +125,37 @@ pub fn api() -> Api {
     }
 }
 
+/// What the resources declare, built once per process: the routes, their policies and their
+/// OpenAPI paths and schemas. Registering a handler generates its schemas, so the router, the
+/// auth middleware's scope table and `/openapi.json` share this one build rather than each
+/// generating every schema again (and keeping the memory that leaves behind).
+pub struct Declared {
+    router: Router<AppState>,
+    pub policies: Policies,
+    pub openapi: utoipa::openapi::OpenApi,
+}
+
+static DECLARED: LazyLock<Declared> = LazyLock::new(|| {
+    let Api { router, policies } = api();
+    let (router, openapi) = router.split_for_parts();
+    Declared {
+        router,
+        policies,
+        openapi,
+    }
+});
+
+/// The declarations of this server's routes (see [`Declared`]).
+pub fn declared() -> &'static Declared {
+    &DECLARED
+}
+
 /// Every route. Unknown paths answer `not_found`, known paths with another method
 /// `method_not_allowed` (the error middleware gives that one its JSON body).
 pub fn routes() -> Router<AppState> {
-    let (router, _) = api().router.split_for_parts();
-    router
+    declared()
+        .router
+        .clone()
         // Every route above: the response carries the matched template for the metrics.
         .route_layer(axum::middleware::from_fn(metrics::mark_route))
         .route_layer(axum::middleware::from_fn(crate::request_span::record_route))
