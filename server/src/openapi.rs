@@ -47,17 +47,21 @@ pub const BEARER_SCHEME: &str = "bearer";
 )]
 struct ApiDoc;
 
-/// The document, assembled once from the routers.
-static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| {
+/// The document, assembled once from the routers' declarations and kept as its JSON text:
+/// the structures it is built from are dropped, and a request copies nothing.
+static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
     let mut document = ApiDoc::openapi();
-    document.merge(crate::routes::declared().openapi.clone());
+    document.merge(crate::routes::declared().take_openapi());
     Envelope.modify(&mut document);
-    document
+    serde_json::to_string(&document).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "cannot serialize the OpenAPI document");
+        "{}".to_string()
+    })
 });
 
-/// The document served at `/openapi.json`.
-pub fn document() -> utoipa::openapi::OpenApi {
-    DOCUMENT.clone()
+/// The document served at `/openapi.json`, as JSON text.
+pub fn document_json() -> &'static str {
+    &DOCUMENT
 }
 
 fn error_response(description: &str) -> RefOr<Response> {

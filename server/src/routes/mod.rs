@@ -132,7 +132,20 @@ pub fn api() -> Api {
 pub struct Declared {
     router: Router<AppState>,
     pub policies: Policies,
-    pub openapi: utoipa::openapi::OpenApi,
+    /// Taken by the one document `/openapi.json` serves (`crate::openapi`).
+    openapi: std::sync::Mutex<Option<utoipa::openapi::OpenApi>>,
+}
+
+impl Declared {
+    /// The routes' OpenAPI paths and schemas, for the document that serves them; built again
+    /// only if asked twice.
+    pub fn take_openapi(&self) -> utoipa::openapi::OpenApi {
+        self.openapi
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+            .unwrap_or_else(|| api().router.into_openapi())
+    }
 }
 
 static DECLARED: LazyLock<Declared> = LazyLock::new(|| {
@@ -141,7 +154,7 @@ static DECLARED: LazyLock<Declared> = LazyLock::new(|| {
     Declared {
         router,
         policies,
-        openapi,
+        openapi: std::sync::Mutex::new(Some(openapi)),
     }
 });
 

@@ -155,6 +155,12 @@ pub async fn config(State(state): State<AppState>) -> Json<ConfigOut> {
     get, path = "/openapi.json", operation_id = "get_openapi", tag = "service",
     responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json", body = Object))
 )]
-pub async fn openapi() -> Json<utoipa::openapi::OpenApi> {
-    Json(crate::openapi::document())
+pub async fn openapi() -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        crate::openapi::document_json(),
+    )
 }
