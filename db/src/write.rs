@@ -7,17 +7,24 @@
 //! gate, commits when the future returns `Ok` and rolls back when it returns an error or
 //! panics, and completes even if its caller stops waiting: callers write each transaction once.
 //!
-//! The future awaits nothing but its `Tx` (on the writer thread there is no runtime to wait
-//! on), and may do brief blocking work (a rename) between statements.
+//! The future awaits nothing but its `Tx` (on the writer thread one that does is refused and
+//! rolled back rather than left holding every write), and may do brief blocking work (a
+//! rename) between statements.
 
 use std::sync::{Arc, OnceLock};
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryResult, Statement};
 
 use crate::gate::{WriteTxn, begin_write, writer_for};
 use crate::sql::fit;
 use crate::writer::{SqliteRow, Writer, WriterCalls};
+
+/// The refusal of a transaction that awaited something other than its `Tx` on the writer
+/// thread.
+const AWAITED_OTHER: &str =
+    "a write transaction awaited something other than its statements; it was rolled back";
 
 /// A database connection with its write path: the pool for reads and the one place write
 /// transactions go through. Cheap to clone; clones share the writer.
@@ -85,10 +92,15 @@ impl Database {
         if let Some(writer) = self.writer() {
             return writer
                 .transaction(move |txn| {
-                    // Every `Tx` call completes on its first poll here, so this never waits.
-                    futures::executor::block_on(work(&mut Tx {
+                    // Every `Tx` call completes on its first poll here, so one poll finishes a
+                    // transaction that awaits only its `Tx`. One that awaits anything else
+                    // (a timer, a channel) would hold the writer thread, and every write of
+                    // the process, for as long: it is refused and rolled back instead.
+                    work(&mut Tx {
                         inner: Inner::Writer(txn),
-                    }))
+                    })
+                    .now_or_never()
+                    .unwrap_or_else(|| Err(E::from(DbErr::Custom(AWAITED_OTHER.to_string()))))
                 })
                 .await;
         }
@@ -387,6 +399,45 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "never committed");
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_transaction_that_awaits_anything_else_is_refused_on_the_writer_thread() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = crate::connect(&dir.path().join("w.sqlite"), 2)
+            .await
+            .expect("connect");
+        let db = Database::new(conn);
+        db.conn()
+            .execute_unprepared("CREATE TABLE t (n INTEGER)")
+            .await
+            .expect("create");
+        let refused: Result<(), DbErr> = db
+            .write(|tx| {
+                Box::pin(async move {
+                    tx.execute(&stmt("INSERT INTO t (n) VALUES (1)", vec![]))
+                        .await?;
+                    tokio::task::yield_now().await;
+                    Ok(())
+                })
+            })
+            .await;
+        let error = refused.expect_err("refused, not hung");
+        assert!(
+            error.to_string().contains("awaited something other"),
+            "{error}"
+        );
+        assert_eq!(count(&db, "t").await, Some(0), "rolled back");
+        // The writer thread is free for the next transaction.
+        db.write(|tx| {
+            Box::pin(async move {
+                tx.execute(&stmt("INSERT INTO t (n) VALUES (2)", vec![]))
+                    .await
+            })
+        })
+        .await
+        .expect("next write");
+        assert_eq!(count(&db, "t").await, Some(1));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
