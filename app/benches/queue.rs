@@ -177,7 +177,7 @@ async fn scenario(documents: usize, workers: usize, postgres: Option<&str>, n: u
             .expect("open worker");
         let stop = shutdown.clone();
         handles.push(tokio::spawn(async move {
-            worker.work(CONCURRENCY_PER_WORKER, stop).await
+            worker.work(Some(CONCURRENCY_PER_WORKER), stop).await
         }));
     }
     loop {

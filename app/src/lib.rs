@@ -12,6 +12,7 @@ pub mod error;
 pub mod export;
 pub mod hooks;
 pub mod imports;
+pub mod llm_report;
 pub mod metrics;
 pub mod okf;
 pub mod pipelines;

@@ -195,6 +195,16 @@ impl Metrics {
         }
     }
 
+    /// Adds the series of the process's limiter of language-model requests (limit, in
+    /// flight, waiting, calls by outcome, push-back waits, latency).
+    pub fn watch_llm_limiter(&self, limiter: &Arc<shelf_stages::provider::limiter::Limiter>) {
+        for collector in limiter.collectors() {
+            if let Err(error) = self.registry.register(collector) {
+                tracing::error!(%error, "language-model limiter metric not registered");
+            }
+        }
+    }
+
     /// An upload, batch or import refused for want of disk space.
     pub fn storage_refused(&self) {
         self.storage_refusals.inc();

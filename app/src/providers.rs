@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use shelf_stages::Provider;
 use shelf_stages::provider::MockProvider;
+use shelf_stages::provider::limiter::{INITIAL_LIMIT, LimitConfig, Limiter};
 use shelf_stages::provider::local::LocalProvider;
 use shelf_stages::provider::openai::{
     ApiKey, OpenAiCompatibleProvider, OpenAiConfig, UsageCounter,
@@ -12,12 +13,14 @@ use shelf_stages::provider::openai::{
 
 use crate::settings::{LlmProvider, Settings};
 
-/// The configured provider, and its token counter when it reports usage (only
-/// `generic-compatible` does; `mock` and `local` spend no tokens).
+/// The configured provider, its token counter when it reports usage, and the limiter of its
+/// requests in flight when it has one (only `generic-compatible` does: `mock` and `local`
+/// spend no tokens and wait on no server).
 #[derive(Clone)]
 pub struct ProviderHandle {
     pub provider: Arc<dyn Provider>,
     pub usage: Option<Arc<UsageCounter>>,
+    pub limiter: Option<Arc<Limiter>>,
 }
 
 pub fn from_settings(settings: &Settings) -> Arc<dyn Provider> {
@@ -31,19 +34,23 @@ pub fn build(settings: &Settings) -> ProviderHandle {
                 delay: Duration::from_millis(settings.llm.mock_delay_ms),
             }),
             usage: None,
+            limiter: None,
         },
         LlmProvider::Local => ProviderHandle {
             provider: Arc::new(LocalProvider::new()),
             usage: None,
+            limiter: None,
         },
         LlmProvider::GenericCompatible => {
             // A missing base URL is not a startup error (commands that never call the model
             // still work); every call then fails with a message naming SHELF_LLM_BASE_URL.
             let provider = OpenAiCompatibleProvider::new(openai_config(settings));
             let usage = provider.usage_counter();
+            let limiter = provider.limiter();
             ProviderHandle {
                 provider: Arc::new(provider),
                 usage: Some(usage),
+                limiter: Some(limiter),
             }
         }
     }
@@ -63,6 +70,12 @@ pub fn openai_config(settings: &Settings) -> OpenAiConfig {
         timeout: Duration::from_secs(settings.llm.timeout_seconds.max(1)),
         max_prompt_chars: settings.llm.max_prompt_chars,
         max_response_chars: settings.llm.max_response_chars,
+        push_back_budget: Duration::from_secs(settings.llm.push_back_seconds),
+        concurrency: LimitConfig::new(
+            settings.llm.min_concurrency,
+            settings.llm.concurrency_ceiling(),
+            INITIAL_LIMIT,
+        ),
         ..OpenAiConfig::default()
     }
 }

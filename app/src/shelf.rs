@@ -20,6 +20,7 @@ use shelf_stages::chunk::ChunkSettings;
 use shelf_stages::correct::CorrectionSettings;
 use shelf_stages::extract::{ExtractionSettings, Limits};
 use shelf_stages::ocr::{OcrSettings, OcrStageSettings};
+use shelf_stages::provider::limiter::{Limiter, ModelPacer};
 use tokio_util::sync::CancellationToken;
 
 use crate::db;
@@ -28,7 +29,7 @@ use crate::hooks::DocumentHooks;
 use crate::metrics::{Metrics, TokenPrices};
 use crate::pipelines;
 use crate::runs::RunView;
-use crate::settings::Settings;
+use crate::settings::{CPU_RUNS, Settings};
 
 /// What happens to a new run: queued for a worker, processed here and now, or not made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -71,6 +72,8 @@ pub struct Shelf {
     pub extraction: ExtractionSettings,
     /// What `/ready` keeps between calls (`crate::readiness`).
     pub(crate) readiness: Arc<crate::readiness::ReadinessCache>,
+    /// The limiter of this process's language-model requests, with a remote model.
+    pub llm_limiter: Option<Arc<Limiter>>,
 }
 
 impl Shelf {
@@ -96,14 +99,15 @@ impl Shelf {
             },
             cache: settings.extract.cache,
         };
+        let provider = crate::providers::build(&settings);
         let deps = StageDeps {
             documents: documents.clone(),
-            provider: crate::providers::from_settings(&settings),
+            provider: provider.provider.clone(),
             chunking: ChunkSettings {
                 target_chars: settings.chunking.target_chars,
                 overlap_chars: settings.chunking.overlap_chars,
             },
-            llm_concurrency: settings.llm.max_concurrency,
+            llm_concurrency: settings.llm.stage_concurrency(),
             extraction: extraction.clone(),
             ocr: OcrStageSettings {
                 recognition: OcrSettings {
@@ -140,6 +144,9 @@ impl Shelf {
         // The configured provider's series exist from the start, at 0 (see docs/operations.md).
         shelf_stages::metrics::declare_llm_provider(deps.provider.name());
         metrics.watch_free_space(crate::disk::DiskSpace::of(&settings));
+        if let Some(limiter) = &provider.limiter {
+            metrics.watch_llm_limiter(limiter);
+        }
         let readiness = Arc::new(crate::readiness::ReadinessCache::new(Duration::from_secs(
             settings.storage.ready_full_check_seconds,
         )));
@@ -159,6 +166,7 @@ impl Shelf {
             metrics,
             extraction,
             readiness,
+            llm_limiter: provider.limiter,
         }
     }
 
@@ -412,13 +420,36 @@ impl Shelf {
 
     /// Runs a queue worker until `shutdown` trips. It claims no new run while a volume Shelf
     /// writes to is below `SHELF_MIN_FREE_BYTES` (`crate::disk`), and resumes by itself.
-    pub async fn work(&self, concurrency: usize, shutdown: CancellationToken) {
-        let mut config = WorkerConfig::new(concurrency);
+    ///
+    /// `concurrency` fixes the runs in flight. Without it they follow the model server: the
+    /// worker claims another run while the limiter of language-model calls has room and few
+    /// calls wait (`ModelPacer`), up to `SHELF_WORKER_MAX_RUNS`, and logs the limiter's state
+    /// every minute. With an in-process provider (no limiter) it keeps [`CPU_RUNS`].
+    pub async fn work(&self, concurrency: Option<usize>, shutdown: CancellationToken) {
+        let paced = match (concurrency, &self.llm_limiter) {
+            (None, Some(limiter)) => Some(limiter.clone()),
+            _ => None,
+        };
+        let runs = match (concurrency, &paced) {
+            (Some(n), _) => n,
+            (None, Some(_)) => self.settings.worker.max_runs,
+            (None, None) => CPU_RUNS,
+        };
+        let mut config = WorkerConfig::new(runs);
         config.poll_interval = Duration::from_millis(self.settings.worker.poll_ms.max(1));
-        Worker::new(self.engine.clone(), config)
-            .with_gate(self.claim_gate())
-            .run(shutdown)
-            .await;
+        let mut worker = Worker::new(self.engine.clone(), config).with_gate(self.claim_gate());
+        let mut reporter = None;
+        if let Some(limiter) = paced {
+            worker = worker.with_pacer(Arc::new(ModelPacer::new(limiter.clone(), CPU_RUNS)));
+            reporter = Some(tokio::spawn(crate::llm_report::every_minute(
+                limiter,
+                shutdown.clone(),
+            )));
+        }
+        worker.run(shutdown).await;
+        if let Some(reporter) = reporter {
+            let _ = reporter.await;
+        }
     }
 
     // ---- search ----

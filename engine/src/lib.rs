@@ -27,4 +27,4 @@ pub use registry::Registry;
 pub use stage::{Stage, StageContext, StageError, StageInputs};
 pub use state::{RunStatus, StageStatus};
 pub use store::{Claim, EventRecord, NewRun, RunRecord, RunStore, StageRecord, SubjectGuard};
-pub use worker::{ClaimGate, Worker, WorkerConfig};
+pub use worker::{ClaimGate, ClaimPacer, Worker, WorkerConfig};

@@ -4,8 +4,13 @@
 //! due time or `poll_interval` (the fallback for leases that expire and retries that come due,
 //! which nobody announces), whichever comes first. Before each claim the worker asks its
 //! [`ClaimGate`], if the application gave it one: while the gate says no, it claims nothing
-//! (runs in flight go on) and asks again every poll, so it resumes by itself.
+//! (runs in flight go on) and asks again every poll, so it resumes by itself. With a
+//! [`ClaimPacer`] the number of runs in flight is not fixed: up to `concurrency` (then a
+//! ceiling), the worker claims another run only when the pacer wants one, and asks again when
+//! the pacer signals a change.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,9 +28,22 @@ pub trait ClaimGate: Send + Sync + 'static {
     fn may_claim(&self) -> Result<(), String>;
 }
 
+/// The application's rule for how many runs to keep in flight, when that follows something
+/// the engine does not know (how many calls a model server takes). Asked before every claim,
+/// after the [`ClaimGate`], so it must be cheap.
+pub trait ClaimPacer: Send + Sync + 'static {
+    /// Whether to claim one more run while `in_flight` runs of this worker execute.
+    fn wants_another(&self, in_flight: usize) -> bool;
+    /// Resolves when the answer of [`ClaimPacer::wants_another`] may have changed. A change
+    /// between the question and this wait must still resolve it (the worker also asks again
+    /// every poll interval, so a missed one costs a poll, never a stall).
+    fn changed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+}
+
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     pub id: String,
+    /// Runs in flight at most (with a [`ClaimPacer`], the ceiling of what it asks for).
     pub concurrency: usize,
     pub poll_interval: Duration,
 }
@@ -44,6 +62,7 @@ pub struct Worker {
     engine: Engine,
     config: WorkerConfig,
     gate: Option<Arc<dyn ClaimGate>>,
+    pacer: Option<Arc<dyn ClaimPacer>>,
 }
 
 impl Worker {
@@ -52,7 +71,14 @@ impl Worker {
             engine,
             config,
             gate: None,
+            pacer: None,
         }
+    }
+
+    /// A worker that keeps as many runs in flight as `pacer` wants, up to `concurrency`.
+    pub fn with_pacer(mut self, pacer: Arc<dyn ClaimPacer>) -> Self {
+        self.pacer = Some(pacer);
+        self
     }
 
     /// A worker that claims only while `gate` allows it.
@@ -94,7 +120,12 @@ impl Worker {
         let mut tasks = JoinSet::new();
         let mut waiter = Waiter::new(self.engine.store().db().clone());
         let mut paused = false;
-        tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "worker started");
+        tracing::info!(
+            worker = %self.config.id,
+            concurrency = self.config.concurrency,
+            paced = self.pacer.is_some(),
+            "worker started"
+        );
         loop {
             while tasks.try_join_next().is_some() {}
             let permit = tokio::select! {
@@ -110,6 +141,21 @@ impl Worker {
                 tokio::select! {
                     _ = tokio::time::sleep(self.config.poll_interval) => continue,
                     _ = shutdown.cancelled() => break,
+                }
+            }
+            if let Some(pacer) = &self.pacer {
+                // Runs in flight: every place but the one held here and the free ones.
+                let in_flight = self.config.concurrency - slots.available_permits() - 1;
+                if !pacer.wants_another(in_flight) {
+                    drop(permit);
+                    // Asked again when the pacer signals, or when a run ends (one fewer in
+                    // flight), or after a poll.
+                    tokio::select! {
+                        _ = pacer.changed() => continue,
+                        Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+                        _ = tokio::time::sleep(self.config.poll_interval) => continue,
+                        _ = shutdown.cancelled() => break,
+                    }
                 }
             }
             // Listening starts before the queue is read, so a run enqueued right after the read

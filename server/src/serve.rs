@@ -182,7 +182,7 @@ impl BoundServer {
         let shutdown = self.state.shutdown.clone();
         self.state
             .tasks
-            .spawn(async move { shelf.work(count, shutdown).await });
+            .spawn(async move { shelf.work(Some(count), shutdown).await });
     }
 
     /// Starts the background pruning of superseded runs (`SHELF_RUN_RETENTION`) every few

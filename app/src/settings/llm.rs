@@ -2,10 +2,15 @@
 //! credential, limits and prices, the prompt versions, and how text is chunked for cleaning.
 
 use serde::Serialize;
+use shelf_stages::provider::openai::AUTO_MAX_CONCURRENCY;
 use shelf_stages::provider::prompt_versions;
 
 use super::auth::Secret;
 use super::reader::{COUNT, Reader};
+
+/// Runs a worker keeps at once when they are CPU work (the in-process providers), and the
+/// runs a model-paced worker claims whatever the model's state.
+pub const CPU_RUNS: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -16,15 +21,26 @@ pub enum LlmProvider {
 }
 
 impl LlmProvider {
-    /// Runs a worker executes at once unless `SHELF_WORKER_CONCURRENCY` says otherwise. With
-    /// the in-process providers a run is CPU and SQLite work in short steps; four at once keep
+    /// Runs a worker executes at once unless `SHELF_WORKER_CONCURRENCY` says otherwise; none
+    /// means as many as the model server takes (`SHELF_WORKER_MAX_RUNS` at most). With the
+    /// in-process providers a run is CPU and SQLite work in short steps; four at once keep
     /// two cores busy while each waits for the single writer (docs/PERFORMANCE.md, Throughput:
-    /// 2 → 4 raised runs/s by about a fifth). A remote model's stages wait on the network and
-    /// on the provider's rate limits, which the operator knows; two stays their default.
-    pub fn default_worker_concurrency(self) -> usize {
+    /// 2 → 4 raised runs/s by about a fifth). A remote model's stages wait on its server,
+    /// whose capacity the limiter discovers, and the worker's runs follow it.
+    pub fn default_worker_concurrency(self) -> Option<usize> {
         match self {
-            LlmProvider::Mock | LlmProvider::Local => 4,
-            LlmProvider::GenericCompatible => 2,
+            LlmProvider::Mock | LlmProvider::Local => Some(CPU_RUNS),
+            LlmProvider::GenericCompatible => None,
+        }
+    }
+
+    /// Chunks one stage sends to the provider at once when `SHELF_LLM_MAX_CONCURRENCY` is
+    /// `auto`: the in-process providers keep the old default; a remote one sends what the
+    /// process's limiter lets out.
+    pub fn auto_stage_concurrency(self) -> usize {
+        match self {
+            LlmProvider::Mock | LlmProvider::Local => 8,
+            LlmProvider::GenericCompatible => AUTO_MAX_CONCURRENCY,
         }
     }
 }
@@ -88,7 +104,14 @@ pub struct LlmSettings {
     pub api_key_env: String,
     pub api_key: Option<Secret>,
     pub timeout_seconds: u64,
-    pub max_concurrency: usize,
+    /// `SHELF_LLM_MAX_CONCURRENCY`: the ceiling of the adaptive limit of requests in flight;
+    /// `None` is `auto`.
+    pub max_concurrency: Option<usize>,
+    /// `SHELF_LLM_MIN_CONCURRENCY`: its floor (equal to the ceiling pins the limit).
+    pub min_concurrency: usize,
+    /// `SHELF_LLM_PUSH_BACK_SECONDS`: how long one call waits through the server's refusals
+    /// before they count as failed attempts.
+    pub push_back_seconds: u64,
     pub max_prompt_chars: usize,
     pub max_response_chars: usize,
     pub prompt_cost_per_1k_tokens_usd: f64,
@@ -132,7 +155,9 @@ pub(super) fn parse(r: &mut Reader, provider: LlmProvider) -> LlmSettings {
         api_key_env,
         api_key,
         timeout_seconds: r.parse("SHELF_LLM_TIMEOUT_SECONDS", 120, COUNT),
-        max_concurrency: r.parse("SHELF_LLM_MAX_CONCURRENCY", 8, COUNT),
+        max_concurrency: parse_ceiling(r),
+        min_concurrency: r.parse("SHELF_LLM_MIN_CONCURRENCY", 1, COUNT),
+        push_back_seconds: r.parse("SHELF_LLM_PUSH_BACK_SECONDS", 600, COUNT),
         max_prompt_chars: r.parse("SHELF_LLM_MAX_PROMPT_CHARS", 2_097_152, COUNT),
         max_response_chars: r.parse("SHELF_LLM_MAX_RESPONSE_CHARS", 2_097_152, COUNT),
         prompt_cost_per_1k_tokens_usd: r.parse(
@@ -158,10 +183,47 @@ pub(super) fn parse(r: &mut Reader, provider: LlmProvider) -> LlmSettings {
         ),
     };
     r.check(
-        llm.max_concurrency != 0,
-        "SHELF_LLM_MAX_CONCURRENCY must be at least 1",
+        llm.max_concurrency != Some(0),
+        "SHELF_LLM_MAX_CONCURRENCY must be auto or at least 1",
+    );
+    r.check(
+        llm.min_concurrency >= 1
+            && llm
+                .max_concurrency
+                .is_none_or(|max| llm.min_concurrency <= max),
+        "SHELF_LLM_MIN_CONCURRENCY must be at least 1 and at most SHELF_LLM_MAX_CONCURRENCY",
     );
     llm
+}
+
+/// `SHELF_LLM_MAX_CONCURRENCY`: `auto` (the default) or a whole number.
+fn parse_ceiling(r: &mut Reader) -> Option<usize> {
+    match r.raw("SHELF_LLM_MAX_CONCURRENCY") {
+        None => None,
+        Some(text) if text.eq_ignore_ascii_case("auto") => None,
+        Some(text) => match text.replace('_', "").parse() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                r.problems.push(format!(
+                    "SHELF_LLM_MAX_CONCURRENCY={text}: expected auto or a whole number"
+                ));
+                None
+            }
+        },
+    }
+}
+
+impl LlmSettings {
+    /// The ceiling of the limit: the setting, or [`AUTO_MAX_CONCURRENCY`] for `auto`.
+    pub fn concurrency_ceiling(&self) -> usize {
+        self.max_concurrency.unwrap_or(AUTO_MAX_CONCURRENCY)
+    }
+
+    /// Chunks one stage sends to the provider at once.
+    pub fn stage_concurrency(&self) -> usize {
+        self.max_concurrency
+            .unwrap_or_else(|| self.provider.auto_stage_concurrency())
+    }
 }
 
 pub(super) fn parse_chunking(r: &mut Reader) -> ChunkingSettings {

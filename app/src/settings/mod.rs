@@ -22,7 +22,8 @@ pub use api::{ApiSettings, IpNet, MAX_API_WORKERS};
 pub use auth::{Credential, Scope, Secret};
 pub use extract::ExtractSettings;
 pub use llm::{
-    ChunkingSettings, ClassificationPromptVersion, CleaningPromptVersion, LlmProvider, LlmSettings,
+    CPU_RUNS, ChunkingSettings, ClassificationPromptVersion, CleaningPromptVersion, LlmProvider,
+    LlmSettings,
 };
 pub use logging::{LogFormat, LoggingSettings};
 pub use ocr::OcrSettings;
@@ -176,6 +177,7 @@ impl Settings {
             },
             "worker": {
                 "concurrency": self.worker.concurrency,
+                "max_runs": self.worker.max_runs,
                 "lease_seconds": self.worker.lease_seconds,
                 "heartbeat_ms": self.worker.heartbeat_ms,
                 "poll_ms": self.worker.poll_ms,
@@ -188,7 +190,9 @@ impl Settings {
                 "api_key_env": llm.api_key_env,
                 "api_key_set": llm.api_key.is_some(),
                 "timeout_seconds": llm.timeout_seconds,
-                "max_concurrency": llm.max_concurrency,
+                "max_concurrency": llm.max_concurrency.map_or(json!("auto"), |n| json!(n)),
+                "min_concurrency": llm.min_concurrency,
+                "push_back_seconds": llm.push_back_seconds,
                 "max_prompt_chars": llm.max_prompt_chars,
                 "max_response_chars": llm.max_response_chars,
                 "prompt_cost_per_1k_tokens_usd": llm.prompt_cost_per_1k_tokens_usd,

@@ -99,16 +99,65 @@ fn worker_concurrency_defaults_to_the_provider_and_yields_to_the_variable() {
         all.extend_from_slice(pairs);
         Settings::from_vars(&vars(&all)).unwrap().worker.concurrency
     };
-    assert_eq!(of(&[]), 2);
-    assert_eq!(of(&[("SHELF_LLM_PROVIDER", "mock")]), 4);
-    assert_eq!(of(&[("SHELF_LLM_PROVIDER", "local")]), 4);
+    // A remote model: runs follow its capacity.
+    assert_eq!(of(&[]), None);
+    assert_eq!(of(&[("SHELF_LLM_PROVIDER", "mock")]), Some(4));
+    assert_eq!(of(&[("SHELF_LLM_PROVIDER", "local")]), Some(4));
     assert_eq!(
         of(&[
             ("SHELF_LLM_PROVIDER", "mock"),
             ("SHELF_WORKER_CONCURRENCY", "3")
         ]),
-        3
+        Some(3)
     );
+    assert_eq!(of(&[("SHELF_WORKER_CONCURRENCY", "2")]), Some(2));
+}
+
+#[test]
+fn the_model_limit_is_auto_or_bounded() {
+    let of = |pairs: &[(&str, &str)]| {
+        let mut all = vec![("HOME", "/home/u")];
+        all.extend_from_slice(pairs);
+        Settings::from_vars(&vars(&all))
+    };
+    let auto = of(&[]).unwrap();
+    assert_eq!(auto.llm.max_concurrency, None);
+    assert_eq!(auto.llm.min_concurrency, 1);
+    assert_eq!(auto.llm.stage_concurrency(), 128);
+    assert_eq!(auto.worker.max_runs, 64);
+    let mock = of(&[("SHELF_LLM_PROVIDER", "mock")]).unwrap();
+    assert_eq!(mock.llm.stage_concurrency(), 8);
+    let pinned = of(&[
+        ("SHELF_LLM_MAX_CONCURRENCY", "6"),
+        ("SHELF_LLM_MIN_CONCURRENCY", "6"),
+    ])
+    .unwrap();
+    assert_eq!(pinned.llm.max_concurrency, Some(6));
+    assert_eq!(pinned.llm.concurrency_ceiling(), 6);
+    assert_eq!(
+        of(&[("SHELF_LLM_MAX_CONCURRENCY", "AUTO")])
+            .unwrap()
+            .llm
+            .max_concurrency,
+        None
+    );
+    for bad in [
+        vec![("SHELF_LLM_MAX_CONCURRENCY", "lots")],
+        vec![("SHELF_LLM_MAX_CONCURRENCY", "0")],
+        vec![("SHELF_LLM_MIN_CONCURRENCY", "0")],
+        vec![
+            ("SHELF_LLM_MAX_CONCURRENCY", "4"),
+            ("SHELF_LLM_MIN_CONCURRENCY", "5"),
+        ],
+        vec![("SHELF_WORKER_MAX_RUNS", "0")],
+    ] {
+        let e = of(&bad).unwrap_err();
+        assert!(
+            e.problems.iter().any(|p| p.contains(bad[bad.len() - 1].0)),
+            "{:?}",
+            e.problems
+        );
+    }
 }
 
 #[test]

@@ -16,7 +16,11 @@ pub struct PipelineSettings {
 
 #[derive(Debug, Clone)]
 pub struct WorkerSettings {
-    pub concurrency: usize,
+    /// `SHELF_WORKER_CONCURRENCY`: runs in flight, fixed; `None` lets them follow the model
+    /// server's capacity (the default with a remote model).
+    pub concurrency: Option<usize>,
+    /// `SHELF_WORKER_MAX_RUNS`: the most runs a worker following the model keeps in flight.
+    pub max_runs: usize,
     pub lease_seconds: u64,
     pub heartbeat_ms: u64,
     pub poll_ms: u64,
@@ -33,19 +37,23 @@ pub(super) fn parse_pipeline(r: &mut Reader) -> PipelineSettings {
 /// The worker section; its default concurrency depends on the provider.
 pub(super) fn parse(r: &mut Reader, provider: LlmProvider) -> WorkerSettings {
     let worker = WorkerSettings {
-        concurrency: r.parse(
-            "SHELF_WORKER_CONCURRENCY",
-            provider.default_worker_concurrency(),
-            COUNT,
-        ),
+        concurrency: match r.raw("SHELF_WORKER_CONCURRENCY") {
+            None => provider.default_worker_concurrency(),
+            Some(_) => Some(r.parse("SHELF_WORKER_CONCURRENCY", 1, COUNT)),
+        },
+        max_runs: r.parse("SHELF_WORKER_MAX_RUNS", 64, COUNT),
         lease_seconds: r.parse("SHELF_WORKER_LEASE_SECONDS", 30, COUNT),
         heartbeat_ms: r.parse("SHELF_WORKER_HEARTBEAT_MS", 1000, COUNT),
         poll_ms: r.parse("SHELF_WORKER_POLL_MS", 100, COUNT),
         max_reclaims: r.parse("SHELF_WORKER_MAX_RECLAIMS", 3, COUNT),
     };
     r.check(
-        worker.concurrency != 0,
+        worker.concurrency != Some(0),
         "SHELF_WORKER_CONCURRENCY must be at least 1",
+    );
+    r.check(
+        worker.max_runs != 0,
+        "SHELF_WORKER_MAX_RUNS must be at least 1",
     );
     r.check(
         worker.lease_seconds != 0,

@@ -15,9 +15,10 @@ use crate::output::Failure;
 #[derive(clap::Args)]
 pub struct Args {
     /// Runs executed at once (default: SHELF_WORKER_CONCURRENCY, else 4 with the mock and
-    /// local providers, 2 otherwise).
-    #[arg(long, short)]
-    concurrency: Option<usize>,
+    /// local providers; with a remote model, as many as its server takes, up to
+    /// SHELF_WORKER_MAX_RUNS).
+    #[arg(long, short, value_parser = clap::value_parser!(u64).range(1..))]
+    concurrency: Option<u64>,
     /// Serve this worker's metrics on this port (0 picks a free one). A worker serves no
     /// other HTTP.
     #[arg(long)]
@@ -33,8 +34,8 @@ pub async fn run(args: Args) -> CliResult {
     crate::logging::init(&settings, false, false)?;
     let concurrency = args
         .concurrency
-        .unwrap_or(settings.worker.concurrency)
-        .max(1);
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+        .or(settings.worker.concurrency);
     let _lock = super::hold_data_dir(&settings)?;
     // A damaged database is refused before anything is written into it (exit 4).
     shelf_app::db::check_at_start(&settings)

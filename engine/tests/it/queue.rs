@@ -377,7 +377,109 @@ async fn a_closed_claim_gate_pauses_claims_and_lets_runs_in_flight_finish(backen
     worker.await.unwrap();
 }
 
+/// A claim pacer the test sets: it wants another run while fewer than `allowed` are in
+/// flight, and records the counts the worker asked with.
+#[derive(Default)]
+struct TestPacer {
+    allowed: std::sync::atomic::AtomicUsize,
+    asked: std::sync::Mutex<Vec<usize>>,
+    changed: tokio::sync::Notify,
+}
+
+impl shelf_engine::ClaimPacer for TestPacer {
+    fn wants_another(&self, in_flight: usize) -> bool {
+        self.asked.lock().unwrap().push(in_flight);
+        in_flight < self.allowed.load(Ordering::SeqCst)
+    }
+
+    fn changed(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(self.changed.notified())
+    }
+}
+
+impl TestPacer {
+    fn asked_with(&self, in_flight: usize) -> usize {
+        self.asked
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| **n == in_flight)
+            .count()
+    }
+}
+
+/// A paced worker keeps as many runs in flight as its pacer wants (told the true count each
+/// time), not its ceiling; told of a change, it claims more at once; and as runs end it
+/// claims the rest.
+async fn a_paced_worker_keeps_the_runs_its_pacer_wants(backend: Backend) {
+    let (dir, db) = database(backend).await;
+    let probe = Arc::new(Probe::default());
+    let submitter = engine(&db, &probe, fast_config());
+    let held = compile(
+        &submitter,
+        "version: 1\nstages:\n  a: { uses: step, with: { gate: hold } }\n",
+    );
+    let mut runs = Vec::new();
+    for i in 0..4 {
+        runs.push(
+            submitter
+                .submit(&format!("s{i}"), &held, json!({}))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let pacer = Arc::new(TestPacer::default());
+    pacer.allowed.store(1, Ordering::SeqCst);
+    let pool = connect(&dir).await;
+    let worker_engine = engine(&pool, &probe, fast_config());
+    let mut config = shelf_engine::WorkerConfig::new(8);
+    // A long poll: the claims below follow the pacer's signal, not a poll.
+    config.poll_interval = Duration::from_secs(3600);
+    let shutdown = CancellationToken::new();
+    let worker = {
+        let (pacer, stop) = (pacer.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            shelf_engine::Worker::new(worker_engine, config)
+                .with_pacer(pacer)
+                .run(stop)
+                .await
+        })
+    };
+    let started = |probe: &Probe| runs.iter().filter(|r| probe.starts_of(r, "a") > 0).count();
+    crate::common::eventually("one run claimed", || async { started(&probe) == 1 }).await;
+    crate::common::eventually("the pacer is asked with one in flight", || async {
+        pacer.asked_with(1) >= 1
+    })
+    .await;
+    assert_eq!(started(&probe), 1, "a claim only follows a yes");
+
+    pacer.allowed.store(3, Ordering::SeqCst);
+    pacer.changed.notify_one();
+    crate::common::eventually("three runs in flight", || async { started(&probe) == 3 }).await;
+    crate::common::eventually("the pacer is asked with three in flight", || async {
+        pacer.asked_with(3) >= 1
+    })
+    .await;
+    assert_eq!(started(&probe), 3);
+
+    // As runs end, the worker claims the fourth by itself.
+    probe.open("hold");
+    let store = submitter.store().clone();
+    crate::common::eventually("every run succeeds", || async {
+        let mut all = true;
+        for id in &runs {
+            all &= store.get_run(id).await.unwrap().expect("run").status == RunStatus::Succeeded;
+        }
+        all
+    })
+    .await;
+    shutdown.cancel();
+    worker.await.unwrap();
+}
+
 on_both_backends!(
+    a_paced_worker_keeps_the_runs_its_pacer_wants,
     a_closed_claim_gate_pauses_claims_and_lets_runs_in_flight_finish,
     queue_counts_tell_queued_due_running_and_expired_runs_apart,
     an_expired_lease_is_reclaimed_and_the_stale_worker_is_fenced_off,

@@ -1,6 +1,7 @@
 //! The language-model provider behind OCR correction, cleaning, classification and summaries. Stages depend on
 //! this trait only; which provider runs is configuration.
 
+pub mod limiter;
 pub mod local;
 pub mod mock;
 mod ocr_fix;

@@ -6,6 +6,7 @@ mod clean_failures;
 mod extraction;
 mod fake_server;
 mod fencing;
+mod model_limits;
 mod ocr;
 mod openai_provider;
 mod pipeline;

@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 
 const KEY: &str = "sk-test-0123456789";
 
-fn config(base_url: &str) -> OpenAiConfig {
+pub(crate) fn config(base_url: &str) -> OpenAiConfig {
     OpenAiConfig {
         base_url: Some(base_url.to_string()),
         api_key: Some(ApiKey::new(KEY)),
@@ -24,6 +24,7 @@ fn config(base_url: &str) -> OpenAiConfig {
         max_retries: 3,
         initial_backoff: Duration::from_millis(5),
         max_backoff: Duration::from_secs(5),
+        ..OpenAiConfig::default()
     }
 }
 

@@ -1,6 +1,8 @@
 //! The HTTP side of the `generic-compatible` provider: one chat completion per call, with the
-//! prompt-size check, the time limit, bounded retries with backoff (honouring `Retry-After`),
-//! the capped answer read, and the `ProviderError`s that name the setting to change.
+//! prompt-size check, a place under the process's limiter for each request, the time limit,
+//! bounded retries with backoff, waits through the server's push-back (429, or 503 with
+//! `Retry-After`) that burn no attempt, the capped answer read, and the `ProviderError`s that
+//! name the setting to change.
 
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{NAME, OpenAiCompatibleProvider};
+use crate::provider::limiter::{CallClass, Outcome};
 use crate::provider::{Provider, ProviderError};
 
 /// How much of an error answer (status 4xx/5xx) is read to find the error's type.
@@ -21,23 +24,32 @@ struct Failure {
     /// Worth another attempt within this call (429, 5xx, timeout, connection).
     transient: bool,
     retry_after: Option<Duration>,
+    /// What the failure says about the server's load, for the limiter.
+    signal: Outcome,
 }
 
 impl Failure {
-    fn fatal(error: ProviderError) -> Self {
+    fn fatal(error: ProviderError, signal: Outcome) -> Self {
         Failure {
             error,
             transient: false,
             retry_after: None,
+            signal,
         }
     }
 
-    fn transient(error: ProviderError, retry_after: Option<Duration>) -> Self {
+    fn transient(error: ProviderError, retry_after: Option<Duration>, signal: Outcome) -> Self {
         Failure {
             error,
             transient: true,
             retry_after,
+            signal,
         }
+    }
+
+    /// The server refused for load and will take the call later: a wait, not a failure.
+    fn is_push_back(&self) -> bool {
+        self.signal == Outcome::Refused
     }
 }
 
@@ -65,14 +77,22 @@ pub(super) fn invalid(message: impl Into<String>) -> ProviderError {
 }
 
 impl OpenAiCompatibleProvider {
-    /// One chat completion with the main model (`SHELF_LLM_MODEL`).
-    pub(super) async fn complete(&self, system: &str, user: &str) -> Result<String, ProviderError> {
-        self.complete_with(&self.config.model, system, user).await
+    /// One chat completion with the main model (`SHELF_LLM_MODEL`); `kind` names the call
+    /// for the limiter (calls of one kind and size take about as long).
+    pub(super) async fn complete(
+        &self,
+        kind: &'static str,
+        system: &str,
+        user: &str,
+    ) -> Result<String, ProviderError> {
+        self.complete_with(kind, &self.config.model, system, user)
+            .await
     }
 
     /// One chat completion with `model`: the assistant message's text.
     pub(super) async fn complete_with(
         &self,
+        kind: &'static str,
         model: &str,
         system: &str,
         user: &str,
@@ -106,17 +126,58 @@ impl OpenAiCompatibleProvider {
         });
         let body = serde_json::to_vec(&body)
             .map_err(|e| fatal("internal", format!("could not encode the request: {e}")))?;
+        // The class by the user prompt's size alone: the system prompt is the same for every
+        // call of a kind, and the user text is what the answer's length follows.
+        let class = CallClass::new(kind, user.len());
         let attempts = self.config.max_retries.saturating_add(1);
         let mut attempt = 0u32;
+        let mut refusals = 0u32;
+        let mut pushed_back = Duration::ZERO;
         loop {
-            attempt += 1;
+            // One place under the process's limit per request; none is held while waiting.
+            let permit = self.limiter.acquire(class).await;
             let failure = match self.attempt(client, endpoint, &body).await {
-                Ok(content) => return Ok(content),
-                Err(failure) => failure,
+                Ok(content) => {
+                    permit.finish(Outcome::Answered);
+                    return Ok(content);
+                }
+                Err(failure) => {
+                    permit.finish(failure.signal);
+                    failure
+                }
             };
+            if failure.is_push_back() {
+                // The server will take the call later: wait as it asks (capped), and burn no
+                // attempt, for as long as the push-back budget lasts.
+                refusals += 1;
+                let wait = failure
+                    .retry_after
+                    .unwrap_or_else(|| backoff(self.config.initial_backoff, refusals))
+                    .min(self.config.max_backoff);
+                if pushed_back + wait <= self.config.push_back_budget {
+                    pushed_back += wait;
+                    self.limiter.pushed_back(wait);
+                    tracing::debug!(
+                        provider = NAME,
+                        refusals,
+                        wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                        "the language-model server pushed back; waiting"
+                    );
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+            }
+            attempt += 1;
             if !failure.transient || attempt >= attempts {
+                let push_back = failure.is_push_back();
                 let mut error = failure.error;
-                if failure.transient && attempts > 1 {
+                if push_back {
+                    error.message = format!(
+                        "{} (refused {refusals} times over {} s, SHELF_LLM_PUSH_BACK_SECONDS)",
+                        error.message,
+                        pushed_back.as_secs()
+                    );
+                } else if failure.transient && attempts > 1 {
                     error.message =
                         format!("{} (gave up after {attempts} attempts)", error.message);
                 }
@@ -170,21 +231,27 @@ impl OpenAiCompatibleProvider {
         let raw = match read_capped(&mut response, self.config.max_response_chars).await {
             Ok(raw) => raw,
             Err(ReadError::TooLarge) => {
-                return Err(Failure::fatal(fatal(
-                    "response_too_large",
-                    format!(
-                        "the language-model response exceeded SHELF_LLM_MAX_RESPONSE_CHARS={} characters and was cut off; \
+                return Err(Failure::fatal(
+                    fatal(
+                        "response_too_large",
+                        format!(
+                            "the language-model response exceeded SHELF_LLM_MAX_RESPONSE_CHARS={} characters and was cut off; \
                          raise it, or lower SHELF_CHUNK_TARGET_CHARS",
-                        self.config.max_response_chars
+                            self.config.max_response_chars
+                        ),
                     ),
-                )));
+                    Outcome::Answered,
+                ));
             }
             Err(ReadError::Transport(e)) => return Err(self.transport_failure(&e)),
         };
         let envelope: ChatResponse = serde_json::from_slice(&raw).map_err(|_| {
-            Failure::fatal(invalid(
-                "the endpoint's answer is not an OpenAI-compatible chat completion (unreadable JSON)",
-            ))
+            Failure::fatal(
+                invalid(
+                    "the endpoint's answer is not an OpenAI-compatible chat completion (unreadable JSON)",
+                ),
+                Outcome::Answered,
+            )
         })?;
         let (prompt_tokens, completion_tokens) = envelope
             .usage
@@ -205,14 +272,22 @@ impl OpenAiCompatibleProvider {
             .and_then(|m| m.content)
             .unwrap_or_default();
         if content.trim().is_empty() {
-            return Err(Failure::fatal(invalid(
-                "the endpoint's chat completion has no message text",
-            )));
+            return Err(Failure::fatal(
+                invalid("the endpoint's chat completion has no message text"),
+                Outcome::Answered,
+            ));
         }
         Ok(content)
     }
 
     fn transport_failure(&self, error: &reqwest::Error) -> Failure {
+        // A timeout is a server too slow under its load; no connection at all says nothing
+        // of load but that nobody answers.
+        let signal = if error.is_timeout() {
+            Outcome::Overloaded
+        } else {
+            Outcome::Unreachable
+        };
         let error = if error.is_timeout() {
             retryable(
                 "provider_timeout",
@@ -242,7 +317,7 @@ impl OpenAiCompatibleProvider {
                 ),
             )
         };
-        Failure::transient(error, None)
+        Failure::transient(error, None, signal)
     }
 
     fn status_failure(
@@ -265,13 +340,16 @@ impl OpenAiCompatibleProvider {
                         self.config.api_key_env
                     )
                 };
-                Failure::fatal(fatal(
-                    "credential_refused",
-                    format!(
-                        "the language-model endpoint {} refused the credential (HTTP {code}){detail}; {hint}",
-                        self.shown_endpoint
+                Failure::fatal(
+                    fatal(
+                        "credential_refused",
+                        format!(
+                            "the language-model endpoint {} refused the credential (HTTP {code}){detail}; {hint}",
+                            self.shown_endpoint
+                        ),
                     ),
-                ))
+                    Outcome::Neutral,
+                )
             }
             429 => Failure::transient(
                 retryable(
@@ -283,7 +361,9 @@ impl OpenAiCompatibleProvider {
                     ),
                 ),
                 retry_after,
+                Outcome::Refused,
             ),
+            // A 503 that says when to come back is push-back like a 429; without, a failure.
             408 | 500..=599 => Failure::transient(
                 retryable(
                     "provider_unavailable",
@@ -293,23 +373,34 @@ impl OpenAiCompatibleProvider {
                     ),
                 ),
                 retry_after,
+                if code == 503 && retry_after.is_some() {
+                    Outcome::Refused
+                } else {
+                    Outcome::Overloaded
+                },
             ),
-            404 => Failure::fatal(fatal(
-                "endpoint_not_found",
-                format!(
-                    "the language-model endpoint {} does not exist (HTTP 404){detail}; check SHELF_LLM_BASE_URL \
-                     (OpenAI-compatible servers usually end in /v1) and SHELF_LLM_MODEL",
-                    self.shown_endpoint
+            404 => Failure::fatal(
+                fatal(
+                    "endpoint_not_found",
+                    format!(
+                        "the language-model endpoint {} does not exist (HTTP 404){detail}; check SHELF_LLM_BASE_URL \
+                         (OpenAI-compatible servers usually end in /v1) and SHELF_LLM_MODEL",
+                        self.shown_endpoint
+                    ),
                 ),
-            )),
-            _ => Failure::fatal(fatal(
-                "provider_rejected",
-                format!(
-                    "the language-model endpoint {} rejected the request (HTTP {code}){detail}; check SHELF_LLM_MODEL \
-                     and SHELF_LLM_MAX_PROMPT_CHARS",
-                    self.shown_endpoint
+                Outcome::Neutral,
+            ),
+            _ => Failure::fatal(
+                fatal(
+                    "provider_rejected",
+                    format!(
+                        "the language-model endpoint {} rejected the request (HTTP {code}){detail}; check SHELF_LLM_MODEL \
+                         and SHELF_LLM_MAX_PROMPT_CHARS",
+                        self.shown_endpoint
+                    ),
                 ),
-            )),
+                Outcome::Neutral,
+            ),
         }
     }
 }
@@ -511,6 +602,19 @@ mod tests {
             "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
         );
         assert_eq!(retry_after(&h), Some(Duration::ZERO));
+        let later = (chrono::Utc::now() + chrono::Duration::seconds(90)).to_rfc2822();
+        h.insert(RETRY_AFTER, later.parse().unwrap());
+        let wait = retry_after(&h).unwrap();
+        assert!(
+            wait > Duration::from_secs(80) && wait <= Duration::from_secs(90),
+            "{wait:?}"
+        );
+        for bad in ["soon", "-3", "NaN", ""] {
+            h.insert(RETRY_AFTER, bad.parse().unwrap());
+            assert_eq!(retry_after(&h), None, "{bad}");
+        }
+        h.insert(RETRY_AFTER, "1.5".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
         h.insert("retry-after-ms", "250".parse().unwrap());
         assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
         let b = backoff(Duration::from_millis(100), 3);

@@ -7,6 +7,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::provider::limiter::{INITIAL_LIMIT, LimitConfig};
+
+/// The ceiling of the limit when `SHELF_LLM_MAX_CONCURRENCY` is `auto`: far above what one
+/// server gives one client, a bound against a runaway.
+pub const AUTO_MAX_CONCURRENCY: usize = 128;
+
 /// An API key. `Debug` prints `[redacted]`; the value is only ever put in the
 /// `Authorization` header, which is marked sensitive.
 #[derive(Clone, PartialEq, Eq)]
@@ -53,6 +59,12 @@ pub struct OpenAiConfig {
     pub initial_backoff: Duration,
     /// The longest single wait, whether from backoff or from `Retry-After`.
     pub max_backoff: Duration,
+    /// `SHELF_LLM_PUSH_BACK_SECONDS`: how long one call keeps waiting through the server's
+    /// refusals (429, or 503 with `Retry-After`) before they count as a failed attempt.
+    pub push_back_budget: Duration,
+    /// The bounds of the process's limit of requests in flight (`SHELF_LLM_MIN_CONCURRENCY`,
+    /// `SHELF_LLM_MAX_CONCURRENCY`); equal bounds pin it.
+    pub concurrency: LimitConfig,
 }
 
 impl Default for OpenAiConfig {
@@ -68,6 +80,8 @@ impl Default for OpenAiConfig {
             max_retries: 3,
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(30),
+            push_back_budget: Duration::from_secs(600),
+            concurrency: LimitConfig::new(1, AUTO_MAX_CONCURRENCY, INITIAL_LIMIT),
         }
     }
 }

@@ -2,9 +2,11 @@
 //! (`POST {SHELF_LLM_BASE_URL}/chat/completions`), such as OpenAI itself, vLLM, llama.cpp's
 //! server, Ollama or LM Studio.
 //!
-//! Every call checks the prompt size before anything is sent, has a time limit, retries 429,
-//! 5xx, timeouts and connection failures a bounded number of times with exponential backoff
-//! (honouring `Retry-After`, capped), and reads at most `SHELF_LLM_MAX_RESPONSE_CHARS`
+//! Every call checks the prompt size before anything is sent, waits for a place under the
+//! process's adaptive limit of requests in flight (`super::limiter`), has a time limit, waits
+//! through the server's push-back (429, or 503 with `Retry-After`) without counting it as a
+//! failed attempt, retries 5xx, timeouts and connection failures a bounded number of times
+//! with exponential backoff (honouring `Retry-After`, capped), and reads at most `SHELF_LLM_MAX_RESPONSE_CHARS`
 //! characters of the answer. Prompts, answers and the credential are never logged, and error
 //! messages never contain them. Provider-reported token usage is added to a shared counter.
 //!
@@ -22,6 +24,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::limiter::Limiter;
 use super::{Classification, CleanRequest, CorrectRequest, Provider, ProviderError, Synopsis};
 use client::{chat_completions_url, fatal, invalid, shown_url};
 
@@ -30,7 +33,7 @@ pub use super::prompt_versions::{
     CORRECTION_PROMPT_VERSIONS,
 };
 pub use client::retry_after;
-pub use config::{ApiKey, OpenAiConfig, TokenUsage, UsageCounter};
+pub use config::{AUTO_MAX_CONCURRENCY, ApiKey, OpenAiConfig, TokenUsage, UsageCounter};
 pub use parse::{extract_json_object, parse_classification, parse_synopsis, tidy_cleaned_answer};
 use prompts::document_prompt;
 pub use prompts::{
@@ -50,6 +53,8 @@ pub struct OpenAiCompatibleProvider {
     shown_endpoint: String,
     client: Result<reqwest::Client, String>,
     usage: Arc<UsageCounter>,
+    /// The process's one limit of requests in flight.
+    limiter: Arc<Limiter>,
 }
 
 impl fmt::Debug for OpenAiCompatibleProvider {
@@ -80,6 +85,7 @@ impl OpenAiCompatibleProvider {
                 format!("the HTTP client for the language-model provider could not be set up ({e})")
             });
         OpenAiCompatibleProvider {
+            limiter: Limiter::new(config.concurrency),
             config,
             endpoint,
             shown_endpoint,
@@ -106,6 +112,11 @@ impl OpenAiCompatibleProvider {
 
     pub fn config(&self) -> &OpenAiConfig {
         &self.config
+    }
+
+    /// The limiter every call of this provider goes through (one provider per process).
+    pub fn limiter(&self) -> Arc<Limiter> {
+        self.limiter.clone()
     }
 }
 
@@ -144,7 +155,12 @@ impl Provider for OpenAiCompatibleProvider {
             model => model,
         };
         let answer = self
-            .complete_with(model, system, &correction_user_prompt(request.text))
+            .complete_with(
+                "correct",
+                model,
+                system,
+                &correction_user_prompt(request.text),
+            )
             .await?;
         let corrected = tidy_cleaned_answer(&answer, "");
         if corrected.is_empty() {
@@ -161,7 +177,7 @@ impl Provider for OpenAiCompatibleProvider {
             return Ok(String::new());
         }
         let answer = self
-            .complete(&system, &cleaning_user_prompt(&request))
+            .complete("clean", &system, &cleaning_user_prompt(&request))
             .await?;
         let cleaned = tidy_cleaned_answer(&answer, request.context);
         if cleaned.is_empty() {
@@ -182,13 +198,15 @@ impl Provider for OpenAiCompatibleProvider {
                 CLASSIFICATION_PROMPT_VERSIONS,
             )
         })?;
-        let answer = self.complete(&system, &document_prompt(text)).await?;
+        let answer = self
+            .complete("classify", &system, &document_prompt(text))
+            .await?;
         parse_classification(&answer)
     }
 
     async fn summarize(&self, text: &str) -> Result<Synopsis, ProviderError> {
         let answer = self
-            .complete(summary_system_prompt(), &document_prompt(text))
+            .complete("summarize", summary_system_prompt(), &document_prompt(text))
             .await?;
         parse_synopsis(&answer)
     }

@@ -1,0 +1,644 @@
+//! The adaptive concurrency limit of language-model calls, as a pure state machine fed one
+//! sample per finished call (no clock, no I/O: tests drive it with made-up samples).
+//!
+//! It combines three published rules:
+//! - **Slow start** (TCP): from a low start, the limit grows by one for every successful call
+//!   made while the limit was full, so it doubles every round trip until the first sign of
+//!   congestion.
+//! - **Vegas** (TCP Vegas; Netflix concurrency-limits' `VegasLimit` and `Gradient2`): each round
+//!   (about one limit's worth of calls) compares the calls' latency with the latency the same
+//!   kind of call has without a queue. Near it (median ratio below [`GROW_BELOW`]) the limit
+//!   grows by one a round; well above it ([`SHRINK_ABOVE`]: the server queues) the limit is
+//!   scaled down in proportion; in between it holds. Calls differ in size (a 12,000-character
+//!   cleaning chunk against a one-line classification), so the no-queue latency is kept per
+//!   class, a call's kind and its prompt size in quarter-octave buckets, as the minimum seen
+//!   over the last two epochs of [`EPOCH`] (so a server that got slower is relearned).
+//! - **AIMD** on push-back: a round with a refusal (429, 503), a server error or a timeout
+//!   multiplies the limit by [`BACKOFF`], from the number of calls that were in flight when
+//!   the refused one was sent (what the server really held; at most a halving a round); an
+//!   unreachable server drops it to
+//!   the floor and slow-starts back to half of where it was (TCP's retransmission timeout).
+//!
+//! - **ProbeRTT** (BBR): a queue that never drains hides the no-queue latency (calls first
+//!   seen behind a queue make it look normal). So, at most every [`PROBE_INTERVAL`] and
+//!   [`PROBE_ROUNDS`] rounds, one round runs at half the limit, which lets the server's queue
+//!   drain and the baselines relearn; the limit then comes back and Vegas judges it anew.
+//!
+//! A fixed limit (`min == max`) never moves.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Median latency ratio (to the no-queue latency of the same class) under which a full round
+/// grows the limit: the server answers about as fast as it does idle.
+pub const GROW_BELOW: f64 = 1.25;
+/// Median latency ratio above which the limit shrinks: calls wait half their service time
+/// or more in the server's queue.
+pub const SHRINK_ABOVE: f64 = 1.5;
+/// The multiplicative decrease on push-back (Netflix's AIMD default).
+pub const BACKOFF: f64 = 0.9;
+/// How long a no-queue latency is remembered without being seen again.
+pub const EPOCH: Duration = Duration::from_secs(60);
+/// Least time between two probe rounds.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(10);
+/// Least rounds between two probe rounds (calls that take seconds make rounds long).
+pub const PROBE_ROUNDS: usize = 20;
+/// A round closes after this many samples at least (and at least the limit's worth).
+const MIN_ROUND: usize = 4;
+/// Latency ratios a round needs before its median is trusted.
+const MIN_RATIOS: usize = 3;
+
+/// The bounds and the start of the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitConfig {
+    pub min: usize,
+    pub max: usize,
+    pub initial: usize,
+}
+
+impl LimitConfig {
+    /// `initial` clamped into `[min, max]`, `min` at least 1 and `max` at least `min`.
+    pub fn new(min: usize, max: usize, initial: usize) -> Self {
+        let min = min.max(1);
+        let max = max.max(min);
+        LimitConfig {
+            min,
+            max,
+            initial: initial.clamp(min, max),
+        }
+    }
+
+    pub fn is_fixed(&self) -> bool {
+        self.min == self.max
+    }
+}
+
+/// How one call ended, as far as the limit is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// An answer (whatever its content): a latency sample.
+    Answered,
+    /// The server pushed back: 429, or 503 with `Retry-After`.
+    Refused,
+    /// The server failed or timed out under the load (other 5xx, 408, a timeout).
+    Overloaded,
+    /// Nothing answered at all (connection refused or reset).
+    Unreachable,
+    /// Says nothing about load (a refused credential, a 404, a cancelled call).
+    Neutral,
+}
+
+/// A kind of call and the size of its prompt: calls of one class take about as long on an
+/// idle server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallClass {
+    pub kind: &'static str,
+    bucket: u16,
+}
+
+impl CallClass {
+    /// `size`: the part of the prompt that varies between calls of the kind (its text), in
+    /// bytes or characters.
+    pub fn new(kind: &'static str, size: usize) -> Self {
+        // Quarter octaves: two prompts in one class differ in size by less than 19 %.
+        let bucket = (4.0 * (size.max(64) as f64).log2()) as u16;
+        CallClass { kind, bucket }
+    }
+}
+
+/// One finished call.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    pub class: CallClass,
+    /// From sending the request to the whole answer.
+    pub latency: Duration,
+    pub outcome: Outcome,
+    /// Calls in flight when this one was sent, itself included.
+    pub in_flight: usize,
+    /// The limit was full when this call was let through (it waited, or took the last
+    /// place): only such calls say that a larger limit would be used.
+    pub saturated: bool,
+    /// When it finished.
+    pub at: Instant,
+}
+
+/// The limit and what it has learned.
+#[derive(Debug)]
+pub struct AdaptiveLimit {
+    config: LimitConfig,
+    limit: f64,
+    /// Slow start goes on while the limit is below this.
+    slow_start_until: f64,
+    baselines: Baselines,
+    round: Round,
+    /// Samples still to come from calls sent before the last backoff.
+    recovering: usize,
+    probe: Probe,
+}
+
+/// When the last probe round was, and the limit to come back to during one.
+#[derive(Debug, Default)]
+struct Probe {
+    last: Option<Instant>,
+    rounds_since: usize,
+    restore_to: Option<f64>,
+}
+
+#[derive(Debug, Default)]
+struct Round {
+    /// Samples that close it: the limit when it opened (slow start grows the limit within a
+    /// round, which must not keep the round open).
+    target: usize,
+    samples: usize,
+    saturated: usize,
+    ratios: Vec<f64>,
+}
+
+impl AdaptiveLimit {
+    pub fn new(config: LimitConfig) -> Self {
+        AdaptiveLimit {
+            config,
+            limit: config.initial as f64,
+            slow_start_until: config.max as f64,
+            baselines: Baselines::default(),
+            round: Round {
+                target: config.initial.max(MIN_ROUND),
+                ..Round::default()
+            },
+            recovering: 0,
+            probe: Probe::default(),
+        }
+    }
+
+    /// The current limit: calls allowed in flight.
+    pub fn limit(&self) -> usize {
+        (self.limit.floor() as usize).clamp(self.config.min, self.config.max)
+    }
+
+    pub fn config(&self) -> LimitConfig {
+        self.config
+    }
+
+    /// Whether the limit is still doubling (no congestion seen yet).
+    pub fn in_slow_start(&self) -> bool {
+        self.limit < self.slow_start_until
+    }
+
+    /// Learns from one finished call; returns the new limit.
+    pub fn on_sample(&mut self, sample: Sample) -> usize {
+        if self.config.is_fixed() {
+            return self.limit();
+        }
+        // Calls sent before the last backoff end with the old limit's outcome: a refusal
+        // among them is not a new sign (TCP's once per window).
+        let recovering = self.recovering > 0;
+        self.recovering = self.recovering.saturating_sub(1);
+        match sample.outcome {
+            Outcome::Answered => {
+                let ratio =
+                    self.baselines
+                        .ratio(sample.class, sample.latency, sample.in_flight, sample.at);
+                if let Some(ratio) = ratio {
+                    self.round.ratios.push(ratio);
+                }
+                if sample.saturated && !recovering {
+                    self.round.saturated += 1;
+                    let fast = ratio.is_none_or(|r| r < GROW_BELOW);
+                    if self.in_slow_start() && fast && self.probe.restore_to.is_none() {
+                        self.set(self.limit + 1.0);
+                    }
+                }
+            }
+            Outcome::Refused | Outcome::Overloaded if !recovering => {
+                if let Some(limit) = self.probe.restore_to.take() {
+                    self.limit = limit;
+                }
+                // What the server held when it refused, but never less than half the limit at
+                // once (TCP's halving): a refusal caused by another client's burst, seen with
+                // few calls of ours in flight, must not collapse the limit.
+                let old = self.limit;
+                let held = (sample.in_flight.max(1) as f64).clamp(old / 2.0, old);
+                self.set(held * BACKOFF);
+                tracing::debug!(
+                    old,
+                    limit = self.limit,
+                    in_flight = sample.in_flight,
+                    "language-model limiter backoff"
+                );
+                self.slow_start_until = self.limit;
+                self.restart(old);
+                return self.limit();
+            }
+            Outcome::Unreachable if !recovering => {
+                if let Some(limit) = self.probe.restore_to.take() {
+                    self.limit = limit;
+                }
+                // Nobody answered: start over from the floor, slow-starting to half the old
+                // limit (TCP's retransmission timeout).
+                let old = self.limit;
+                self.slow_start_until = (old / 2.0).max(self.config.min as f64);
+                self.set(self.config.min as f64);
+                self.restart(old);
+                return self.limit();
+            }
+            Outcome::Refused | Outcome::Overloaded | Outcome::Unreachable => {}
+            Outcome::Neutral => return self.limit(),
+        }
+        self.round.samples += 1;
+        if self.round.samples >= self.round.target {
+            self.close_round(sample.at);
+        }
+        self.limit()
+    }
+
+    /// After a backoff from `old` limit: a new round, and the calls still out (at most the
+    /// old limit's, but this one) are let finish first.
+    fn restart(&mut self, old: f64) {
+        self.recovering = (old as usize).saturating_sub(1);
+        self.round = Round {
+            target: self.limit().max(MIN_ROUND),
+            ..Round::default()
+        };
+    }
+
+    /// Vegas, once a round: grow, hold or shrink by the round's median latency ratio; or the
+    /// end or the start of a probe round.
+    fn close_round(&mut self, at: Instant) {
+        let round = std::mem::take(&mut self.round);
+        if let Some(limit) = self.probe.restore_to.take() {
+            // The probe's calls taught the baselines; the limit comes back.
+            self.set(limit);
+            self.probe.last = Some(at);
+            self.probe.rounds_since = 0;
+        } else if round.ratios.len() >= MIN_RATIOS {
+            let median = median(round.ratios);
+            tracing::debug!(
+                limit = self.limit,
+                median,
+                samples = round.samples,
+                saturated = round.saturated,
+                slow_start = self.in_slow_start(),
+                "language-model limiter round"
+            );
+            if median > SHRINK_ABOVE {
+                // Scaled so that the queue the ratio shows would shrink to about GROW_BELOW.
+                let factor = (GROW_BELOW / median).clamp(0.5, 1.0);
+                self.set(self.limit * factor);
+                self.slow_start_until = self.limit;
+            } else if median >= GROW_BELOW {
+                // Latency has begun to rise: leave slow start, hold.
+                self.slow_start_until = self.slow_start_until.min(self.limit);
+            } else if !self.in_slow_start() && round.saturated * 2 >= round.samples {
+                self.set(self.limit + 1.0);
+            }
+        }
+        if !self.in_slow_start() {
+            self.probe.rounds_since += 1;
+            let last = *self.probe.last.get_or_insert(at);
+            if self.probe.rounds_since >= PROBE_ROUNDS
+                && at.saturating_duration_since(last) >= PROBE_INTERVAL
+                && self.limit() > self.config.min
+            {
+                self.probe.restore_to = Some(self.limit);
+                self.set(self.limit / 2.0);
+            }
+        }
+        self.round.target = self.limit().max(MIN_ROUND);
+    }
+
+    /// Whether this round runs at half the limit to drain the server's queue.
+    pub fn probing(&self) -> bool {
+        self.probe.restore_to.is_some()
+    }
+
+    fn set(&mut self, limit: f64) {
+        self.limit = limit.clamp(self.config.min as f64, self.config.max as f64);
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The no-queue latency of each class: the least latency seen, and the concurrency it was
+/// seen at. A later call is compared with it; at the end of each [`EPOCH`] it is replaced by
+/// the least latency of that epoch among calls sent with no more calls in flight (so a
+/// server that got slower is relearned), never by calls sent at a higher concurrency, which
+/// would carry more queue and let the limit ratchet up.
+#[derive(Debug, Default)]
+struct Baselines {
+    epoch_started: Option<Instant>,
+    classes: HashMap<CallClass, Baseline>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    latency: Duration,
+    in_flight: usize,
+}
+
+#[derive(Debug)]
+struct Baseline {
+    least: Seen,
+    /// The least of this epoch among calls at about `least`'s concurrency or below.
+    this_epoch: Option<Seen>,
+}
+
+impl Baselines {
+    /// `latency` over the class's no-queue latency (none for a class never seen), then
+    /// learns from the call.
+    fn ratio(
+        &mut self,
+        class: CallClass,
+        latency: Duration,
+        in_flight: usize,
+        at: Instant,
+    ) -> Option<f64> {
+        let started = *self.epoch_started.get_or_insert(at);
+        if at.saturating_duration_since(started) >= EPOCH {
+            for baseline in self.classes.values_mut() {
+                if let Some(seen) = baseline.this_epoch.take() {
+                    baseline.least = seen;
+                }
+            }
+            self.epoch_started = Some(at);
+        }
+        let seen = Seen { latency, in_flight };
+        let Some(baseline) = self.classes.get_mut(&class) else {
+            self.classes.insert(
+                class,
+                Baseline {
+                    least: seen,
+                    this_epoch: None,
+                },
+            );
+            return None;
+        };
+        let base = baseline.least.latency.max(Duration::from_micros(100));
+        let ratio = latency.as_secs_f64() / base.as_secs_f64();
+        if latency < baseline.least.latency {
+            baseline.least = seen;
+        }
+        let comparable = baseline.least.in_flight + (baseline.least.in_flight / 4).max(1);
+        if in_flight <= comparable
+            && baseline
+                .this_epoch
+                .is_none_or(|least| latency < least.latency)
+        {
+            baseline.this_epoch = Some(seen);
+        }
+        Some(ratio)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLEAN: &str = "clean";
+
+    /// A model server with `slots` parallel places and an unbounded queue, seen from a client
+    /// that always has more calls ready than its limit: every call of a round is sent with the
+    /// limit full, and waits in line when the limit is above the slots.
+    fn queueing_round(limit: &mut AdaptiveLimit, slots: usize, at: &mut Instant) {
+        let in_flight = limit.limit();
+        let service = Duration::from_millis(100);
+        let queued = in_flight.saturating_sub(slots) as f64 / slots as f64;
+        let latency = service.mul_f64(1.0 + queued);
+        *at += latency;
+        for _ in 0..in_flight.max(MIN_ROUND) {
+            limit.on_sample(Sample {
+                class: CallClass::new(CLEAN, 12_000),
+                latency,
+                outcome: Outcome::Answered,
+                in_flight,
+                saturated: true,
+                at: *at,
+            });
+        }
+    }
+
+    /// A server with `slots` places that refuses what does not fit.
+    fn refusing_round(limit: &mut AdaptiveLimit, slots: usize, at: &mut Instant) {
+        let in_flight = limit.limit();
+        *at += Duration::from_millis(100);
+        for i in 0..in_flight.max(MIN_ROUND) {
+            let outcome = if i % in_flight.max(1) < slots {
+                Outcome::Answered
+            } else {
+                Outcome::Refused
+            };
+            limit.on_sample(Sample {
+                class: CallClass::new(CLEAN, 12_000),
+                latency: Duration::from_millis(100),
+                outcome,
+                in_flight,
+                saturated: true,
+                at: *at,
+            });
+        }
+    }
+
+    fn auto() -> AdaptiveLimit {
+        AdaptiveLimit::new(LimitConfig::new(1, 128, 8))
+    }
+
+    #[test]
+    fn it_grows_to_a_large_server_and_settles_just_above_its_slots() {
+        let mut at = Instant::now();
+        let mut limit = auto();
+        for _ in 0..60 {
+            queueing_round(&mut limit, 32, &mut at);
+        }
+        let settled = limit.limit();
+        assert!((32..=48).contains(&settled), "settled at {settled}");
+        assert!(!limit.in_slow_start());
+    }
+
+    #[test]
+    fn it_shrinks_toward_a_small_queueing_server() {
+        let mut at = Instant::now();
+        let mut limit = AdaptiveLimit::new(LimitConfig::new(1, 128, 64));
+        // The first round at 64 teaches the baseline a queued latency, which looks normal
+        // until probe rounds at half the limit show lower latencies: each probe lowers the
+        // baseline, Vegas then shrinks the limit, down to about the server's size.
+        let mut seen = Vec::new();
+        for _ in 0..400 {
+            queueing_round(&mut limit, 4, &mut at);
+            if !limit.probing() {
+                seen.push(limit.limit());
+            }
+        }
+        let late = &seen[seen.len() - 50..];
+        assert!(late.iter().all(|l| (4..=8).contains(l)), "{late:?}");
+    }
+
+    #[test]
+    fn refusals_hold_it_at_a_refusing_servers_size() {
+        let mut at = Instant::now();
+        let mut limit = auto();
+        let mut seen = Vec::new();
+        for _ in 0..100 {
+            refusing_round(&mut limit, 16, &mut at);
+            seen.push(limit.limit());
+        }
+        let late = &seen[50..];
+        assert!(late.iter().all(|l| (13..=17).contains(l)), "{late:?}");
+        assert!(
+            late.iter().any(|l| *l >= 16),
+            "never probes back up: {late:?}"
+        );
+    }
+
+    #[test]
+    fn a_refusal_backs_off_from_what_the_server_held() {
+        let start = Instant::now();
+        let mut limit = AdaptiveLimit::new(LimitConfig::new(1, 128, 40));
+        // One refusal sent with 30 in flight: the server held about 30, not 40.
+        limit.on_sample(Sample {
+            class: CallClass::new(CLEAN, 100),
+            latency: Duration::from_millis(5),
+            outcome: Outcome::Refused,
+            in_flight: 30,
+            saturated: true,
+            at: start,
+        });
+        for _ in 0..39 {
+            limit.on_sample(Sample {
+                class: CallClass::new(CLEAN, 100),
+                latency: Duration::from_millis(100),
+                outcome: Outcome::Answered,
+                in_flight: 40,
+                saturated: true,
+                at: start,
+            });
+        }
+        assert_eq!(limit.limit(), 27);
+        // Refused with 2 in flight (another client filled the server): at most a halving.
+        let mut limit = AdaptiveLimit::new(LimitConfig::new(1, 128, 40));
+        limit.on_sample(Sample {
+            class: CallClass::new(CLEAN, 100),
+            latency: Duration::from_millis(5),
+            outcome: Outcome::Refused,
+            in_flight: 2,
+            saturated: true,
+            at: start,
+        });
+        assert_eq!(limit.limit(), 18);
+    }
+
+    #[test]
+    fn an_unreachable_server_drops_it_to_the_floor_then_it_slow_starts() {
+        let start = Instant::now();
+        let mut limit = AdaptiveLimit::new(LimitConfig::new(2, 128, 32));
+        for _ in 0..32 {
+            limit.on_sample(Sample {
+                class: CallClass::new(CLEAN, 100),
+                latency: Duration::from_millis(1),
+                outcome: Outcome::Unreachable,
+                in_flight: 32,
+                saturated: true,
+                at: start,
+            });
+        }
+        assert_eq!(limit.limit(), 2);
+        assert!(limit.in_slow_start());
+        let mut at = start;
+        for _ in 0..10 {
+            queueing_round(&mut limit, 64, &mut at);
+        }
+        assert!(limit.limit() >= 16, "{}", limit.limit());
+    }
+
+    #[test]
+    fn it_does_not_grow_when_the_limit_is_not_used() {
+        let start = Instant::now();
+        let mut limit = auto();
+        for _ in 0..100 {
+            limit.on_sample(Sample {
+                class: CallClass::new(CLEAN, 100),
+                latency: Duration::from_millis(50),
+                outcome: Outcome::Answered,
+                in_flight: 2,
+                saturated: false,
+                at: start,
+            });
+        }
+        assert_eq!(limit.limit(), 8);
+    }
+
+    #[test]
+    fn a_fixed_limit_never_moves_and_neutral_outcomes_teach_nothing() {
+        let start = Instant::now();
+        let mut fixed = AdaptiveLimit::new(LimitConfig::new(6, 6, 99));
+        let mut at = start;
+        refusing_round(&mut fixed, 1, &mut at);
+        queueing_round(&mut fixed, 64, &mut at);
+        assert_eq!(fixed.limit(), 6);
+        let mut limit = auto();
+        for _ in 0..100 {
+            limit.on_sample(Sample {
+                class: CallClass::new(CLEAN, 100),
+                latency: Duration::from_millis(1),
+                outcome: Outcome::Neutral,
+                in_flight: 8,
+                saturated: true,
+                at: start,
+            });
+        }
+        assert_eq!(limit.limit(), 8);
+    }
+
+    #[test]
+    fn calls_of_different_sizes_are_not_mistaken_for_a_queue() {
+        // Short and long calls mixed on an idle server: each is compared with its own class,
+        // so the limit keeps growing.
+        let start = Instant::now();
+        let mut limit = auto();
+        for i in 0..2_000usize {
+            let long = i % 3 == 0;
+            limit.on_sample(Sample {
+                class: CallClass::new(if long { CLEAN } else { "classify" }, 12_000),
+                latency: Duration::from_millis(if long { 190 } else { 41 }),
+                outcome: Outcome::Answered,
+                in_flight: limit.limit(),
+                saturated: true,
+                at: start,
+            });
+        }
+        assert_eq!(limit.limit(), 128);
+    }
+
+    #[test]
+    fn baselines_are_relearned_at_the_same_concurrency_only() {
+        let start = Instant::now();
+        let mut baselines = Baselines::default();
+        let class = CallClass::new(CLEAN, 1_000);
+        let ms = Duration::from_millis;
+        assert_eq!(baselines.ratio(class, ms(100), 4, start), None);
+        // Slow calls at a much higher concurrency carry queue: they never become the baseline.
+        assert_eq!(baselines.ratio(class, ms(400), 40, start), Some(4.0));
+        let r = baselines.ratio(class, ms(400), 40, start + EPOCH * 3);
+        assert_eq!(r, Some(4.0));
+        // The server got slower for good: at the same concurrency, 200 ms is the new normal
+        // once the epoch it was seen in is over.
+        assert_eq!(
+            baselines.ratio(class, ms(200), 4, start + EPOCH * 3),
+            Some(2.0)
+        );
+        let r = baselines.ratio(class, ms(200), 4, start + EPOCH * 4);
+        assert_eq!(r, Some(1.0));
+    }
+
+    #[test]
+    fn classes_split_by_kind_and_size() {
+        assert_eq!(CallClass::new(CLEAN, 10_000), CallClass::new(CLEAN, 10_500));
+        assert_ne!(CallClass::new(CLEAN, 10_000), CallClass::new(CLEAN, 14_000));
+        assert_ne!(
+            CallClass::new(CLEAN, 10_000),
+            CallClass::new("summarize", 10_000)
+        );
+        assert_eq!(CallClass::new(CLEAN, 0), CallClass::new(CLEAN, 64));
+    }
+}
