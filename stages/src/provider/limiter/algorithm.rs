@@ -7,15 +7,19 @@
 //!   congestion.
 //! - **Vegas** (TCP Vegas; Netflix concurrency-limits' `VegasLimit` and `Gradient2`): each round
 //!   (about one limit's worth of calls) compares the calls' latency with the latency the same
-//!   kind of call has without a queue. Near it (median ratio below [`GROW_BELOW`]) the limit
+//!   kind of call has without a queue. Near it (ratio below [`GROW_BELOW`]) the limit
 //!   grows by one a round; well above it ([`SHRINK_ABOVE`]: the server queues) the limit is
 //!   scaled down in proportion; in between it holds. Calls differ in size (a 12,000-character
 //!   cleaning chunk against a one-line classification), so the no-queue latency is kept per
-//!   class, a call's kind and its prompt size in quarter-octave buckets, as the minimum seen
-//!   over the last two epochs of [`EPOCH`] (so a server that got slower is relearned).
+//!   class, a call's kind and its text's size in quarter-octave buckets. A round is judged
+//!   by a low percentile ([`ROUND_PERCENTILE`]) of its ratios, not the median: a server's
+//!   queue delays every call, while noise (answers longer than usual, a delayed TCP
+//!   acknowledgement) delays some, so the fastest calls of a round show the queue and not
+//!   the noise.
 //! - **AIMD** on push-back: a round with a refusal (429, 503), a server error or a timeout
 //!   multiplies the limit by [`BACKOFF`], from the number of calls that were in flight when
-//!   the refused one was sent (what the server really held; at most a halving a round); an
+//!   the refused one was sent (what the server really held; at most a halving a round), and
+//!   grows back past that level only after [`PATIENCE`] calm rounds; an
 //!   unreachable server drops it to
 //!   the floor and slow-starts back to half of where it was (TCP's retransmission timeout).
 //!
@@ -29,24 +33,32 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// Median latency ratio (to the no-queue latency of the same class) under which a full round
-/// grows the limit: the server answers about as fast as it does idle.
+/// The percentile of a round's latency ratios that judges it.
+pub const ROUND_PERCENTILE: f64 = 0.2;
+/// Latency ratio (to the no-queue latency of the same class, at [`ROUND_PERCENTILE`] of a
+/// round) under which a full round grows the limit: the server answers about as fast as it
+/// does idle.
 pub const GROW_BELOW: f64 = 1.25;
-/// Median latency ratio above which the limit shrinks: calls wait half their service time
-/// or more in the server's queue.
+/// Latency ratio above which the limit shrinks: even the round's fast calls wait half their
+/// service time or more in the server's queue.
 pub const SHRINK_ABOVE: f64 = 1.5;
 /// The multiplicative decrease on push-back (Netflix's AIMD default).
 pub const BACKOFF: f64 = 0.9;
 /// How long a no-queue latency is remembered without being seen again.
 pub const EPOCH: Duration = Duration::from_secs(60);
+/// Rounds without a refusal before the limit grows past where the server last refused: the
+/// probe that finds the server full costs a refused call a `Retry-After` wait, so it is made
+/// rarely (TCP CUBIC's plateau near the last loss).
+pub const PATIENCE: usize = 8;
 /// Least time between two probe rounds.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(10);
 /// Least rounds between two probe rounds (calls that take seconds make rounds long).
 pub const PROBE_ROUNDS: usize = 20;
-/// A round closes after this many samples at least (and at least the limit's worth).
-const MIN_ROUND: usize = 4;
-/// Latency ratios a round needs before its median is trusted.
-const MIN_RATIOS: usize = 3;
+/// A round closes after this many samples at least (and at least the limit's worth): with
+/// fewer, one unlucky call moves its percentile.
+const MIN_ROUND: usize = 16;
+/// Latency ratios a round needs before it is judged.
+const MIN_RATIOS: usize = 8;
 
 /// The bounds and the start of the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +146,10 @@ pub struct AdaptiveLimit {
     /// Samples still to come from calls sent before the last backoff.
     recovering: usize,
     probe: Probe,
+    /// Calls in flight when the server last refused one.
+    refused_level: Option<f64>,
+    /// Rounds that would have grown the limit since it last grew past `refused_level`.
+    calm_rounds: usize,
 }
 
 /// When the last probe round was, and the limit to come back to during one.
@@ -167,6 +183,8 @@ impl AdaptiveLimit {
             },
             recovering: 0,
             probe: Probe::default(),
+            refused_level: None,
+            calm_rounds: 0,
         }
     }
 
@@ -218,7 +236,11 @@ impl AdaptiveLimit {
                 // few calls of ours in flight, must not collapse the limit.
                 let old = self.limit;
                 let held = (sample.in_flight.max(1) as f64).clamp(old / 2.0, old);
-                self.set(held * BACKOFF);
+                // Below what was refused, by a tenth, and by one place at least (0.9 x 4
+                // would still send 4).
+                self.set((held * BACKOFF).min(held - 1.0));
+                self.refused_level = Some(held);
+                self.calm_rounds = 0;
                 tracing::debug!(
                     old,
                     limit = self.limit,
@@ -261,7 +283,7 @@ impl AdaptiveLimit {
         };
     }
 
-    /// Vegas, once a round: grow, hold or shrink by the round's median latency ratio; or the
+    /// Vegas, once a round: grow, hold or shrink by the round's low-percentile latency ratio; or the
     /// end or the start of a probe round.
     fn close_round(&mut self, at: Instant) {
         let round = std::mem::take(&mut self.round);
@@ -271,25 +293,35 @@ impl AdaptiveLimit {
             self.probe.last = Some(at);
             self.probe.rounds_since = 0;
         } else if round.ratios.len() >= MIN_RATIOS {
-            let median = median(round.ratios);
+            let ratio = percentile(round.ratios, ROUND_PERCENTILE);
             tracing::debug!(
                 limit = self.limit,
-                median,
+                ratio,
                 samples = round.samples,
                 saturated = round.saturated,
                 slow_start = self.in_slow_start(),
                 "language-model limiter round"
             );
-            if median > SHRINK_ABOVE {
-                // Scaled so that the queue the ratio shows would shrink to about GROW_BELOW.
-                let factor = (GROW_BELOW / median).clamp(0.5, 1.0);
-                self.set(self.limit * factor);
+            if ratio > SHRINK_ABOVE {
+                // Scaled so that the queue the ratio shows would shrink to about GROW_BELOW;
+                // the calls still out were sent with the old limit and carry its queue.
+                let old = self.limit;
+                let factor = (GROW_BELOW / ratio).clamp(0.5, 1.0);
+                self.set(old * factor);
                 self.slow_start_until = self.limit;
-            } else if median >= GROW_BELOW {
+                self.recovering = (old as usize).saturating_sub(1);
+            } else if ratio >= GROW_BELOW {
                 // Latency has begun to rise: leave slow start, hold.
                 self.slow_start_until = self.slow_start_until.min(self.limit);
             } else if !self.in_slow_start() && round.saturated * 2 >= round.samples {
-                self.set(self.limit + 1.0);
+                let near_refusal = self
+                    .refused_level
+                    .is_some_and(|level| self.limit + 1.0 >= level);
+                self.calm_rounds += 1;
+                if !near_refusal || self.calm_rounds >= PATIENCE {
+                    self.calm_rounds = 0;
+                    self.set(self.limit + 1.0);
+                }
             }
         }
         if !self.in_slow_start() {
@@ -316,9 +348,11 @@ impl AdaptiveLimit {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+/// The `q` percentile of `values` (not empty), nearest rank.
+fn percentile(mut values: Vec<f64>, q: f64) -> f64 {
     values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+    let rank = ((values.len() - 1) as f64 * q).round() as usize;
+    values[rank.min(values.len() - 1)]
 }
 
 /// The no-queue latency of each class: the least latency seen, and the concurrency it was

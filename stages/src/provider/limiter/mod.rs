@@ -28,6 +28,8 @@ pub struct Limiter {
     state: Mutex<GateState>,
     in_flight: AtomicUsize,
     waiting: AtomicUsize,
+    /// Calls waiting out a refusal before they are sent again.
+    pushed_back: AtomicUsize,
     /// Signalled whenever a call starts waiting, is let through or ends.
     changed: Notify,
     stats: stats::Stats,
@@ -64,6 +66,7 @@ impl Limiter {
             }),
             in_flight: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
+            pushed_back: AtomicUsize::new(0),
             changed: Notify::new(),
             stats: stats::Stats::new(),
         })
@@ -125,10 +128,19 @@ impl Limiter {
         self.changed.notified().await;
     }
 
-    /// Counts one refusal the server answered (429, or 503 with `Retry-After`), and the
-    /// time the call then waits before it is sent again.
-    pub fn pushed_back(&self, wait: Duration) {
+    /// Waits out one refusal the server answered (429, or 503 with `Retry-After`): `wait`,
+    /// counted, and the call counted as held by the model meanwhile (the pacer must not take
+    /// its run for one doing other work).
+    pub async fn wait_out_push_back(&self, wait: Duration) {
         self.stats.pushed_back(wait);
+        self.pushed_back.fetch_add(1, Ordering::SeqCst);
+        let _counted = PushedBack(self);
+        tokio::time::sleep(wait).await;
+    }
+
+    /// Calls waiting out a refusal now.
+    pub fn pushed_back(&self) -> usize {
+        self.pushed_back.load(Ordering::SeqCst)
     }
 
     /// What the limiter has seen since the last report (for the worker's log line).
@@ -182,6 +194,15 @@ fn resize(places: &Semaphore, state: &mut GateState, limit: usize) {
         state.debt += fewer - taken;
     }
     state.applied = limit;
+}
+
+/// Counts a call as waiting out a refusal, including when its caller gives up.
+struct PushedBack<'a>(&'a Limiter);
+
+impl Drop for PushedBack<'_> {
+    fn drop(&mut self) {
+        self.0.pushed_back.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Counts a call as waiting while it is in line, including when its caller gives up.
@@ -308,8 +329,8 @@ mod tests {
         for permit in permits {
             permit.finish(Outcome::Refused);
         }
-        assert_eq!(limiter.limit(), 2, "5 halved at most, times 0.9");
-        assert_eq!(limiter.places.available_permits(), 2);
+        assert_eq!(limiter.limit(), 1, "5 halved at most (2.5), less one");
+        assert_eq!(limiter.places.available_permits(), 1);
         assert_eq!(limiter.in_flight(), 0);
         let report = limiter.report();
         assert_eq!(report.refused, 5);

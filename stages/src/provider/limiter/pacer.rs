@@ -24,28 +24,26 @@ impl ModelPacer {
         }
     }
 
-    /// The rule, on the numbers alone: below `base` runs, always; beyond, only while nearly
-    /// every run is in a model call (at most `base` runs are doing something else, so a
-    /// worker busy with OCR does not pile up scans) and few calls wait for a place (a
-    /// quarter of the limit, at least two: enough to fill each place the moment it frees).
-    fn wants(&self, runs: usize, limit: usize, in_flight: usize, waiting: usize) -> bool {
+    /// The rule, on the numbers alone: below `base` runs, always; beyond, only while few
+    /// runs are doing something other than waiting for the model (`base` plus a quarter of
+    /// the limit: extraction, checkpoints and indexing between calls, so a worker busy with
+    /// OCR does not pile up scans) and few calls wait for a place (a quarter of the limit, at
+    /// least two: enough to fill each place the moment it frees). `calls` counts the calls
+    /// out, in line, and waiting out a refusal.
+    fn wants(&self, runs: usize, limit: usize, calls: usize, waiting: usize) -> bool {
         if runs < self.base_runs {
             return true;
         }
-        let calls = in_flight + waiting;
         let elsewhere = runs.saturating_sub(calls);
-        elsewhere < self.base_runs && waiting < (limit / 4).max(2)
+        elsewhere < self.base_runs + limit / 4 && waiting < (limit / 4).max(2)
     }
 }
 
 impl shelf_engine::ClaimPacer for ModelPacer {
     fn wants_another(&self, in_flight: usize) -> bool {
-        self.wants(
-            in_flight,
-            self.limiter.limit(),
-            self.limiter.in_flight(),
-            self.limiter.waiting(),
-        )
+        let waiting = self.limiter.waiting();
+        let calls = self.limiter.in_flight() + waiting + self.limiter.pushed_back();
+        self.wants(in_flight, self.limiter.limit(), calls, waiting)
     }
 
     fn changed(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
@@ -63,16 +61,18 @@ mod tests {
         let pacer = ModelPacer::new(Limiter::new(LimitConfig::new(1, 64, 8)), 4);
         // Up to the base, whatever the model does.
         assert!(pacer.wants(3, 8, 0, 0));
-        // Four runs, none in a model call yet (extracting): wait for them.
-        assert!(!pacer.wants(4, 8, 0, 0));
+        // Six runs, none in a model call yet (extracting): wait for them.
+        assert!(!pacer.wants(6, 8, 0, 0));
+        assert!(pacer.wants(5, 8, 0, 0));
         // Every run in a call and the limit has room: one more.
         assert!(pacer.wants(4, 8, 4, 0));
-        assert!(pacer.wants(10, 32, 8, 1));
+        assert!(pacer.wants(10, 32, 9, 1));
         // Enough calls wait for a place: no more runs.
-        assert!(!pacer.wants(20, 8, 8, 2));
-        assert!(!pacer.wants(40, 32, 32, 8));
-        assert!(pacer.wants(40, 32, 32, 7));
-        // Runs busy elsewhere (OCR): the base only.
-        assert!(!pacer.wants(12, 32, 8, 0));
+        assert!(!pacer.wants(20, 8, 10, 2));
+        assert!(!pacer.wants(40, 32, 40, 8));
+        assert!(pacer.wants(40, 32, 39, 7));
+        // Runs busy elsewhere (OCR): the base and a quarter of the limit only.
+        assert!(!pacer.wants(20, 32, 8, 0));
+        assert!(pacer.wants(19, 32, 8, 0));
     }
 }

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{NAME, OpenAiCompatibleProvider};
-use crate::provider::limiter::{CallClass, Outcome};
+use crate::provider::limiter::{CallClass, CallPermit, Outcome};
 use crate::provider::{Provider, ProviderError};
 
 /// How much of an error answer (status 4xx/5xx) is read to find the error's type.
@@ -136,15 +136,9 @@ impl OpenAiCompatibleProvider {
         loop {
             // One place under the process's limit per request; none is held while waiting.
             let permit = self.limiter.acquire(class).await;
-            let failure = match self.attempt(client, endpoint, &body).await {
-                Ok(content) => {
-                    permit.finish(Outcome::Answered);
-                    return Ok(content);
-                }
-                Err(failure) => {
-                    permit.finish(failure.signal);
-                    failure
-                }
+            let failure = match self.attempt(client, endpoint, &body, permit).await {
+                Ok(content) => return Ok(content),
+                Err(failure) => failure,
             };
             if failure.is_push_back() {
                 // The server will take the call later: wait as it asks (capped), and burn no
@@ -156,14 +150,13 @@ impl OpenAiCompatibleProvider {
                     .min(self.config.max_backoff);
                 if pushed_back + wait <= self.config.push_back_budget {
                     pushed_back += wait;
-                    self.limiter.pushed_back(wait);
                     tracing::debug!(
                         provider = NAME,
                         refusals,
                         wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
                         "the language-model server pushed back; waiting"
                     );
-                    tokio::time::sleep(wait).await;
+                    self.limiter.wait_out_push_back(wait).await;
                     continue;
                 }
             }
@@ -199,11 +192,17 @@ impl OpenAiCompatibleProvider {
         }
     }
 
+    /// One request, holding `permit` until the server has answered: its place is freed when
+    /// the status and headers arrive (a non-streaming completion's headers come when the
+    /// answer is ready, so the server's slot is free by then; reading the body is transfer,
+    /// which some servers stall on a reused connection for a delayed acknowledgement), and
+    /// the latency the limiter learns from ends there too.
     async fn attempt(
         &self,
         client: &reqwest::Client,
         endpoint: &reqwest::Url,
         body: &[u8],
+        permit: CallPermit,
     ) -> Result<String, Failure> {
         let mut request = client
             .post(endpoint.clone())
@@ -213,13 +212,18 @@ impl OpenAiCompatibleProvider {
         if let Some(key) = &self.config.api_key {
             request = request.bearer_auth(key.expose());
         }
-        let mut response = request
-            .send()
-            .await
-            .map_err(|e| self.transport_failure(&e))?;
+        let mut response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => {
+                let failure = self.transport_failure(&e);
+                permit.finish(failure.signal);
+                return Err(failure);
+            }
+        };
         let status = response.status();
         if !status.is_success() {
             let retry_after = retry_after(response.headers());
+            permit.finish(status_signal(status, retry_after));
             let detail = read_capped(&mut response, ERROR_BODY_CAP)
                 .await
                 .ok()
@@ -228,6 +232,7 @@ impl OpenAiCompatibleProvider {
                 .unwrap_or_default();
             return Err(self.status_failure(status, &detail, retry_after));
         }
+        permit.finish(Outcome::Answered);
         let raw = match read_capped(&mut response, self.config.max_response_chars).await {
             Ok(raw) => raw,
             Err(ReadError::TooLarge) => {
@@ -348,7 +353,7 @@ impl OpenAiCompatibleProvider {
                             self.shown_endpoint
                         ),
                     ),
-                    Outcome::Neutral,
+                    status_signal(status, retry_after),
                 )
             }
             429 => Failure::transient(
@@ -361,7 +366,7 @@ impl OpenAiCompatibleProvider {
                     ),
                 ),
                 retry_after,
-                Outcome::Refused,
+                status_signal(status, retry_after),
             ),
             // A 503 that says when to come back is push-back like a 429; without, a failure.
             408 | 500..=599 => Failure::transient(
@@ -373,11 +378,7 @@ impl OpenAiCompatibleProvider {
                     ),
                 ),
                 retry_after,
-                if code == 503 && retry_after.is_some() {
-                    Outcome::Refused
-                } else {
-                    Outcome::Overloaded
-                },
+                status_signal(status, retry_after),
             ),
             404 => Failure::fatal(
                 fatal(
@@ -388,7 +389,7 @@ impl OpenAiCompatibleProvider {
                         self.shown_endpoint
                     ),
                 ),
-                Outcome::Neutral,
+                status_signal(status, retry_after),
             ),
             _ => Failure::fatal(
                 fatal(
@@ -399,9 +400,21 @@ impl OpenAiCompatibleProvider {
                         self.shown_endpoint
                     ),
                 ),
-                Outcome::Neutral,
+                status_signal(status, retry_after),
             ),
         }
+    }
+}
+
+/// What an error status says about the server's load: 429, and a 503 that says when to come
+/// back, are push-back; 408 and other 5xx, a server failing under its load; other statuses
+/// say nothing of load.
+fn status_signal(status: StatusCode, retry_after: Option<Duration>) -> Outcome {
+    match status.as_u16() {
+        429 => Outcome::Refused,
+        503 if retry_after.is_some() => Outcome::Refused,
+        408 | 500..=599 => Outcome::Overloaded,
+        _ => Outcome::Neutral,
     }
 }
 
