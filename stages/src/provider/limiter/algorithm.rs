@@ -18,8 +18,9 @@
 //!   the noise.
 //! - **AIMD** on push-back: a round with a refusal (429, 503), a server error or a timeout
 //!   multiplies the limit by [`BACKOFF`], from the number of calls that were in flight when
-//!   the refused one was sent (what the server really held; at most a halving a round), and
-//!   grows back past that level only after [`PATIENCE`] calm rounds; an
+//!   the refused one came back (what the server really held; at most a halving at once),
+//!   grows back halfway to that level a round, and past it only after [`PATIENCE`] without a
+//!   refusal, by steps that double while no refusal comes; an
 //!   unreachable server drops it to
 //!   the floor and slow-starts back to half of where it was (TCP's retransmission timeout).
 //!
@@ -46,10 +47,12 @@ pub const SHRINK_ABOVE: f64 = 1.5;
 pub const BACKOFF: f64 = 0.9;
 /// How long a no-queue latency is remembered without being seen again.
 pub const EPOCH: Duration = Duration::from_secs(60);
-/// Rounds without a refusal before the limit grows past where the server last refused: the
-/// probe that finds the server full costs a refused call a `Retry-After` wait, so it is made
-/// rarely (TCP CUBIC's plateau near the last loss).
-pub const PATIENCE: usize = 8;
+/// Time without a refusal before the limit grows past where the server last refused: the
+/// probe that finds the server full costs a refused call a `Retry-After` wait (late in a
+/// batch, that wait is the batch's end), so it is made rarely; each calm probe doubles the
+/// next step, so a server that grew is found in a few (TCP CUBIC's plateau near the last
+/// loss, then its convex growth away from it).
+pub const PATIENCE: Duration = Duration::from_secs(5);
 /// Least time between two probe rounds.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(10);
 /// Least rounds between two probe rounds (calls that take seconds make rounds long).
@@ -127,6 +130,9 @@ pub struct Sample {
     pub outcome: Outcome,
     /// Calls in flight when this one was sent, itself included.
     pub in_flight: usize,
+    /// Calls in flight when its answer came, itself included: after a refusal, about what
+    /// the server held (those sent after it but answered before count too).
+    pub in_flight_at_end: usize,
     /// The limit was full when this call was let through (it waited, or took the last
     /// place): only such calls say that a larger limit would be used.
     pub saturated: bool,
@@ -148,8 +154,10 @@ pub struct AdaptiveLimit {
     probe: Probe,
     /// Calls in flight when the server last refused one.
     refused_level: Option<f64>,
-    /// Rounds that would have grown the limit since it last grew past `refused_level`.
-    calm_rounds: usize,
+    /// When the server last refused a call, or the limit last grew near `refused_level`.
+    calm_since: Option<Instant>,
+    /// The next growth past `refused_level`.
+    probe_step: f64,
 }
 
 /// When the last probe round was, and the limit to come back to during one.
@@ -184,7 +192,8 @@ impl AdaptiveLimit {
             recovering: 0,
             probe: Probe::default(),
             refused_level: None,
-            calm_rounds: 0,
+            calm_since: None,
+            probe_step: 1.0,
         }
     }
 
@@ -235,16 +244,17 @@ impl AdaptiveLimit {
                 // once (TCP's halving): a refusal caused by another client's burst, seen with
                 // few calls of ours in flight, must not collapse the limit.
                 let old = self.limit;
-                let held = (sample.in_flight.max(1) as f64).clamp(old / 2.0, old);
+                let held = (sample.in_flight_at_end.max(1) as f64).clamp(old / 2.0, old);
                 // Below what was refused, by a tenth, and by one place at least (0.9 x 4
                 // would still send 4).
                 self.set((held * BACKOFF).min(held - 1.0));
                 self.refused_level = Some(held);
-                self.calm_rounds = 0;
+                self.calm_since = Some(sample.at);
+                self.probe_step = 1.0;
                 tracing::debug!(
                     old,
                     limit = self.limit,
-                    in_flight = sample.in_flight,
+                    in_flight = sample.in_flight_at_end,
                     "language-model limiter backoff"
                 );
                 self.slow_start_until = self.limit;
@@ -314,13 +324,22 @@ impl AdaptiveLimit {
                 // Latency has begun to rise: leave slow start, hold.
                 self.slow_start_until = self.slow_start_until.min(self.limit);
             } else if !self.in_slow_start() && round.saturated * 2 >= round.samples {
-                let near_refusal = self
-                    .refused_level
-                    .is_some_and(|level| self.limit + 1.0 >= level);
-                self.calm_rounds += 1;
-                if !near_refusal || self.calm_rounds >= PATIENCE {
-                    self.calm_rounds = 0;
-                    self.set(self.limit + 1.0);
+                match self.refused_level {
+                    // Far below where the server refused: halfway back there a round (BIC's
+                    // binary increase), so a backoff costs few rounds at a lower limit.
+                    Some(level) if self.limit + 2.0 < level => {
+                        self.set(self.limit + ((level - 1.0 - self.limit) / 2.0).max(1.0));
+                    }
+                    // Near it: a step only after a calm while.
+                    Some(_) => {
+                        let since = *self.calm_since.get_or_insert(at);
+                        if at.saturating_duration_since(since) >= PATIENCE {
+                            self.set(self.limit + self.probe_step);
+                            self.probe_step *= 2.0;
+                            self.calm_since = Some(at);
+                        }
+                    }
+                    None => self.set(self.limit + 1.0),
                 }
             }
         }
@@ -447,6 +466,7 @@ mod tests {
                 latency,
                 outcome: Outcome::Answered,
                 in_flight,
+                in_flight_at_end: in_flight,
                 saturated: true,
                 at: *at,
             });
@@ -468,6 +488,7 @@ mod tests {
                 latency: Duration::from_millis(100),
                 outcome,
                 in_flight,
+                in_flight_at_end: in_flight,
                 saturated: true,
                 at: *at,
             });
@@ -535,6 +556,7 @@ mod tests {
             latency: Duration::from_millis(5),
             outcome: Outcome::Refused,
             in_flight: 30,
+            in_flight_at_end: 30,
             saturated: true,
             at: start,
         });
@@ -544,6 +566,7 @@ mod tests {
                 latency: Duration::from_millis(100),
                 outcome: Outcome::Answered,
                 in_flight: 40,
+                in_flight_at_end: 40,
                 saturated: true,
                 at: start,
             });
@@ -556,6 +579,7 @@ mod tests {
             latency: Duration::from_millis(5),
             outcome: Outcome::Refused,
             in_flight: 2,
+            in_flight_at_end: 2,
             saturated: true,
             at: start,
         });
@@ -572,6 +596,7 @@ mod tests {
                 latency: Duration::from_millis(1),
                 outcome: Outcome::Unreachable,
                 in_flight: 32,
+                in_flight_at_end: 32,
                 saturated: true,
                 at: start,
             });
@@ -595,6 +620,7 @@ mod tests {
                 latency: Duration::from_millis(50),
                 outcome: Outcome::Answered,
                 in_flight: 2,
+                in_flight_at_end: 2,
                 saturated: false,
                 at: start,
             });
@@ -617,6 +643,7 @@ mod tests {
                 latency: Duration::from_millis(1),
                 outcome: Outcome::Neutral,
                 in_flight: 8,
+                in_flight_at_end: 8,
                 saturated: true,
                 at: start,
             });
@@ -637,6 +664,7 @@ mod tests {
                 latency: Duration::from_millis(if long { 190 } else { 41 }),
                 outcome: Outcome::Answered,
                 in_flight: limit.limit(),
+                in_flight_at_end: limit.limit(),
                 saturated: true,
                 at: start,
             });

@@ -20,7 +20,7 @@ pub use stats::LimiterReport;
 
 /// The start of an adaptive limit: low enough for a small server, high enough that a large
 /// one is reached within a few round trips (8, 16, 32, 64).
-pub const INITIAL_LIMIT: usize = 8;
+pub const INITIAL_LIMIT: usize = 16;
 
 pub struct Limiter {
     /// Holds the limit's places; a call holds one while its request is out.
@@ -236,6 +236,7 @@ impl CallPermit {
                 latency,
                 outcome,
                 in_flight: self.in_flight,
+                in_flight_at_end: self.limiter.in_flight(),
                 saturated: self.saturated,
                 at: Instant::now(),
             };
@@ -329,8 +330,8 @@ mod tests {
         for permit in permits {
             permit.finish(Outcome::Refused);
         }
-        assert_eq!(limiter.limit(), 1, "5 halved at most (2.5), less one");
-        assert_eq!(limiter.places.available_permits(), 1);
+        assert_eq!(limiter.limit(), 4, "five held when refused: one fewer");
+        assert_eq!(limiter.places.available_permits(), 4);
         assert_eq!(limiter.in_flight(), 0);
         let report = limiter.report();
         assert_eq!(report.refused, 5);
