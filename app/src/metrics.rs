@@ -446,6 +446,33 @@ mod tests {
     }
 
     #[test]
+    fn the_model_limiter_is_exported_from_its_first_scrape() {
+        use shelf_stages::provider::limiter::{LimitConfig, Limiter};
+        let metrics = Metrics::new(TokenPrices::default());
+        let limiter = Limiter::new(LimitConfig::new(1, 64, 16));
+        metrics.watch_llm_limiter(&limiter);
+        let json = metrics.json();
+        for name in [
+            "shelf_llm_concurrency_limit",
+            "shelf_llm_in_flight",
+            "shelf_llm_waiting",
+            "shelf_llm_latency_p50_seconds",
+            "shelf_llm_latency_p95_seconds",
+            "shelf_llm_calls_total",
+            "shelf_llm_pushback_wait_seconds_total",
+            "shelf_llm_call_seconds",
+        ] {
+            assert!(!family(&json, name).is_null(), "{name} missing");
+        }
+        let text = metrics.prometheus_text();
+        assert!(text.contains("shelf_llm_concurrency_limit 16"), "{text}");
+        assert!(
+            text.contains("shelf_llm_calls_total{outcome=\"refused\"} 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_second_collector_of_the_same_name_is_refused() {
         let metrics = Metrics::new(TokenPrices::default());
         let again = counter("shelf_queue_claims_total", "again");

@@ -19,6 +19,10 @@ struct State {
     hold_only: Option<String>,
     /// Requests held so far (all of them without `hold_only`).
     held: usize,
+    /// With [`FakeModel::refusing_first`]: requests still to refuse with 429.
+    to_refuse: usize,
+    /// Requests refused so far.
+    refused: usize,
 }
 
 type Shared = Arc<(Mutex<State>, Condvar)>;
@@ -40,6 +44,22 @@ impl FakeModel {
     /// stops at that stage, its earlier stages done.
     pub fn holding(pattern: &str) -> FakeModel {
         Self::start(Some(pattern.to_string()))
+    }
+
+    /// A model that refuses its first `n` requests with 429 and `retry-after-ms: 20` (a
+    /// storm of push-back), then answers every request at once.
+    pub fn refusing_first(n: usize) -> FakeModel {
+        let model = Self::start(Some(String::new()));
+        if let Ok(mut state) = model.shared.0.lock() {
+            state.to_refuse = n;
+            state.released = true;
+        }
+        model
+    }
+
+    /// Requests refused so far.
+    pub fn refused(&self) -> usize {
+        self.shared.0.lock().map(|s| s.refused).unwrap_or(0)
     }
 
     fn start(hold_only: Option<String>) -> FakeModel {
@@ -96,6 +116,19 @@ fn serve(mut socket: TcpStream, shared: &Shared) {
     let (lock, released) = &**shared;
     let Ok(mut state) = lock.lock() else { return };
     state.requests += 1;
+    if state.to_refuse > 0 {
+        state.to_refuse -= 1;
+        state.refused += 1;
+        drop(state);
+        let body = br#"{"error": {"message": "busy", "type": "rate_limit_error"}}"#;
+        let head = format!(
+            "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nretry-after-ms: 20\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = socket.write_all(head.as_bytes());
+        let _ = socket.write_all(body);
+        return;
+    }
     let system = body["messages"][0]["content"].as_str().unwrap_or_default();
     let hold = state
         .hold_only

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::api::{Api, client, get_json, migrated, run_to_the_end_with, upload};
 use crate::fake_model::FakeModel;
 use crate::pg_cluster::PgCluster;
-use crate::support::{Env, corpus};
+use crate::support::{Env, corpus, wait_for};
 
 const TEXT: &[u8] = b"Farriers trim and shoe the hooves of horses.\n";
 
@@ -225,6 +225,41 @@ async fn sigterm_puts_the_runs_of_api_workers_back_on_the_queue() {
         .filter_map(|e| e["kind"].as_str())
         .collect();
     assert!(kinds.contains(&"run_released"), "{kinds:?}");
+}
+
+/// A `shelf worker` at default settings whose model server answers its first 60 requests
+/// with 429 (a storm of push-back): every run succeeds and no stage used a second attempt,
+/// since a refusal waits out `Retry-After` instead of failing the call (the provider has 3
+/// retries, which 60 refusals would have spent many times over).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_refusals_fails_no_run_and_spends_no_attempt() {
+    let model = FakeModel::refusing_first(60);
+    let env = migrated(
+        Env::new()
+            .with("SHELF_LLM_PROVIDER", "generic-compatible")
+            .with("SHELF_LLM_BASE_URL", &model.base_url)
+            .with("SHELF_LLM_API_KEY_ENV", "SHELF_TEST_NO_SUCH_KEY"),
+    );
+    let mut runs = vec![env.queue(&corpus("text/crazyones.txt")).1];
+    for i in 0..5 {
+        let file = env.write(
+            &format!("note-{i}.txt"),
+            format!("Note {i}. The model server was busy when this note was read.\n"),
+        );
+        runs.push(env.queue(&file).1);
+    }
+    let _worker = env.spawn(&["worker"]);
+    for run_id in &runs {
+        let shown = wait_for(Duration::from_secs(120), "the run to end", || {
+            let shown = env.json(&["runs", run_id, "--json"]);
+            (shown["status"] != "queued" && shown["status"] != "running").then_some(shown)
+        });
+        assert_eq!(shown["status"], "succeeded", "{shown:#}");
+        for stage in shown["stages"].as_array().expect("stages") {
+            assert!(stage["attempts"].as_u64() <= Some(1), "{stage:#}");
+        }
+    }
+    assert_eq!(model.refused(), 60);
 }
 
 /// Worker counts out of range are refused before anything starts, from the flag and from the

@@ -1,7 +1,7 @@
 //! The adaptive concurrency limit of language-model calls, as a pure state machine fed one
 //! sample per finished call (no clock, no I/O: tests drive it with made-up samples).
 //!
-//! It combines three published rules:
+//! It combines published rules:
 //! - **Slow start** (TCP): from a low start, the limit grows by one for every successful call
 //!   made while the limit was full, so it doubles every round trip until the first sign of
 //!   congestion.
@@ -16,14 +16,13 @@
 //!   queue delays every call, while noise (answers longer than usual, a delayed TCP
 //!   acknowledgement) delays some, so the fastest calls of a round show the queue and not
 //!   the noise.
-//! - **AIMD** on push-back: a round with a refusal (429, 503), a server error or a timeout
-//!   multiplies the limit by [`BACKOFF`], from the number of calls that were in flight when
-//!   the refused one came back (what the server really held; at most a halving at once),
-//!   grows back halfway to that level a round, and past it only after [`PATIENCE`] without a
-//!   refusal, by steps that double while no refusal comes; an
-//!   unreachable server drops it to
-//!   the floor and slow-starts back to half of where it was (TCP's retransmission timeout).
-//!
+//! - **AIMD** on push-back, with BIC's and CUBIC's refinements: a refusal (429, 503), a
+//!   server error or a timeout multiplies the limit by [`BACKOFF`] (one place less at least),
+//!   from the number of calls in flight when the refused one came back (what the server
+//!   really held; at most a halving at once), once per round trip. The limit then grows back
+//!   halfway to that level a round, and past it only after [`PATIENCE`] without a refusal, by
+//!   steps that double while no refusal comes. An unreachable server drops it to the floor,
+//!   from where it slow-starts back to half of where it was (TCP's retransmission timeout).
 //! - **ProbeRTT** (BBR): a queue that never drains hides the no-queue latency (calls first
 //!   seen behind a queue make it look normal). So, at most every [`PROBE_INTERVAL`] and
 //!   [`PROBE_ROUNDS`] rounds, one round runs at half the limit, which lets the server's queue

@@ -18,12 +18,14 @@ pub use algorithm::{AdaptiveLimit, CallClass, LimitConfig, Outcome};
 pub use pacer::ModelPacer;
 pub use stats::LimiterReport;
 
-/// The start of an adaptive limit: low enough for a small server, high enough that a large
-/// one is reached within a few round trips (8, 16, 32, 64).
+/// The start of an adaptive limit: low enough that a small server's refusals of the first
+/// burst cost little (a few calls wait out `Retry-After` once), high enough that a large one
+/// is reached within a round trip or two (16, 32, 64): from 8, slow start took one round trip
+/// more of the 2.4 s batch of `bench/model.sh`'s 32-slot rows.
 pub const INITIAL_LIMIT: usize = 16;
 
 pub struct Limiter {
-    /// Holds the limit's places; a call holds one while its request is out.
+    /// Holds the limit's places; a call holds one until its answer begins.
     places: Arc<Semaphore>,
     state: Mutex<GateState>,
     in_flight: AtomicUsize,
