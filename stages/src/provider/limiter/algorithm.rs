@@ -2,9 +2,10 @@
 //! sample per finished call (no clock, no I/O: tests drive it with made-up samples).
 //!
 //! It combines published rules:
-//! - **Slow start** (TCP): from a low start, the limit grows by one for every successful call
-//!   made while the limit was full, so it doubles every round trip until the first sign of
-//!   congestion.
+//! - **Slow start** (TCP, with HyStart's exit on rising delay): from a low start, each call
+//!   that filled the limit and came back about as fast as on an idle server
+//!   ([`SLOW_START_EXIT`]) adds a place, at most doubling the limit a round, until a round's
+//!   latency rises or the server refuses.
 //! - **Vegas** (TCP Vegas; Netflix concurrency-limits' `VegasLimit` and `Gradient2`): each round
 //!   (about one limit's worth of calls) compares the calls' latency with the latency the same
 //!   kind of call has without a queue. Near it (ratio below [`GROW_BELOW`]) the limit
@@ -39,6 +40,9 @@ pub const ROUND_PERCENTILE: f64 = 0.2;
 /// round) under which a full round grows the limit: the server answers about as fast as it
 /// does idle.
 pub const GROW_BELOW: f64 = 1.25;
+/// Latency ratio at which slow start ends (TCP HyStart's delay increase): the server has
+/// begun to queue.
+pub const SLOW_START_EXIT: f64 = 1.15;
 /// Latency ratio above which the limit shrinks: even the round's fast calls wait half their
 /// service time or more in the server's queue.
 pub const SHRINK_ABOVE: f64 = 1.5;
@@ -60,7 +64,7 @@ pub const PROBE_ROUNDS: usize = 20;
 /// fewer, one unlucky call moves its percentile.
 const MIN_ROUND: usize = 16;
 /// Latency ratios a round needs before it is judged.
-const MIN_RATIOS: usize = 8;
+const MIN_RATIOS: usize = 4;
 
 /// The bounds and the start of the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +161,8 @@ pub struct AdaptiveLimit {
     calm_since: Option<Instant>,
     /// The next growth past `refused_level`.
     probe_step: f64,
+    /// The last round was judged, and as fast as an idle server (or none was yet).
+    last_round_fast: bool,
 }
 
 /// When the last probe round was, and the limit to come back to during one.
@@ -172,6 +178,8 @@ struct Round {
     /// Samples that close it: the limit when it opened (slow start grows the limit within a
     /// round, which must not keep the round open).
     target: usize,
+    /// The limit when it opened.
+    opened_at: f64,
     samples: usize,
     saturated: usize,
     ratios: Vec<f64>,
@@ -186,6 +194,7 @@ impl AdaptiveLimit {
             baselines: Baselines::default(),
             round: Round {
                 target: config.initial.max(MIN_ROUND),
+                opened_at: config.initial as f64,
                 ..Round::default()
             },
             recovering: 0,
@@ -193,6 +202,7 @@ impl AdaptiveLimit {
             refused_level: None,
             calm_since: None,
             probe_step: 1.0,
+            last_round_fast: true,
         }
     }
 
@@ -224,14 +234,28 @@ impl AdaptiveLimit {
                 let ratio =
                     self.baselines
                         .ratio(sample.class, sample.latency, sample.in_flight, sample.at);
+                if recovering {
+                    // Sent under the limit before the last change: it teaches the baselines,
+                    // not the round that judges the new limit.
+                    return self.limit();
+                }
                 if let Some(ratio) = ratio {
                     self.round.ratios.push(ratio);
                 }
-                if sample.saturated && !recovering {
+                if sample.saturated {
                     self.round.saturated += 1;
-                    let fast = ratio.is_none_or(|r| r < GROW_BELOW);
-                    if self.in_slow_start() && fast && self.probe.restore_to.is_none() {
-                        self.set(self.limit + 1.0);
+                    // Slow start: one place more for each call that filled the limit and came
+                    // back as fast as on an idle server, at most a doubling a round. A call of
+                    // a class never seen (a batch's first documents) has nothing to compare
+                    // with: it counts as fast only after a round judged fast, so a stream of
+                    // them cannot carry slow start on unjudged.
+                    let fast = ratio.map_or(self.last_round_fast, |r| r < SLOW_START_EXIT);
+                    if self.in_slow_start()
+                        && fast
+                        && self.probe.restore_to.is_none()
+                        && self.limit + 1.0 <= self.round.opened_at * 2.0
+                    {
+                        self.set((self.limit + 1.0).min(self.slow_start_until));
                     }
                 }
             }
@@ -288,6 +312,7 @@ impl AdaptiveLimit {
         self.recovering = (old as usize).saturating_sub(1);
         self.round = Round {
             target: self.limit().max(MIN_ROUND),
+            opened_at: self.limit,
             ..Round::default()
         };
     }
@@ -301,8 +326,11 @@ impl AdaptiveLimit {
             self.set(limit);
             self.probe.last = Some(at);
             self.probe.rounds_since = 0;
-        } else if round.ratios.len() >= MIN_RATIOS {
+        } else if round.ratios.len() < MIN_RATIOS {
+            self.last_round_fast = false;
+        } else {
             let ratio = percentile(round.ratios, ROUND_PERCENTILE);
+            self.last_round_fast = ratio < SLOW_START_EXIT;
             tracing::debug!(
                 limit = self.limit,
                 ratio,
@@ -311,7 +339,9 @@ impl AdaptiveLimit {
                 slow_start = self.in_slow_start(),
                 "language-model limiter round"
             );
-            if ratio > SHRINK_ABOVE {
+            if self.in_slow_start() && ratio < SLOW_START_EXIT {
+                // Slow start goes on (it grew call by call above).
+            } else if ratio > SHRINK_ABOVE {
                 // Scaled so that the queue the ratio shows would shrink to about GROW_BELOW;
                 // the calls still out were sent with the old limit and carry its queue.
                 let old = self.limit;
@@ -319,7 +349,7 @@ impl AdaptiveLimit {
                 self.set(old * factor);
                 self.slow_start_until = self.limit;
                 self.recovering = (old as usize).saturating_sub(1);
-            } else if ratio >= GROW_BELOW {
+            } else if ratio >= GROW_BELOW || self.in_slow_start() {
                 // Latency has begun to rise: leave slow start, hold.
                 self.slow_start_until = self.slow_start_until.min(self.limit);
             } else if !self.in_slow_start() && round.saturated * 2 >= round.samples {
@@ -354,6 +384,7 @@ impl AdaptiveLimit {
             }
         }
         self.round.target = self.limit().max(MIN_ROUND);
+        self.round.opened_at = self.limit;
     }
 
     /// Whether this round runs at half the limit to drain the server's queue.
@@ -648,6 +679,28 @@ mod tests {
             });
         }
         assert_eq!(limit.limit(), 8);
+    }
+
+    #[test]
+    fn calls_of_classes_never_seen_do_not_grow_it() {
+        // The first call of each class has nothing to be compared with: a stream of them
+        // (each document a new size) grows the limit for one round (as after a fast round),
+        // then no more, since no round can be judged.
+        let start = Instant::now();
+        let mut limit = AdaptiveLimit::new(LimitConfig::new(1, 128, 16));
+        for i in 0..200usize {
+            limit.on_sample(Sample {
+                // Each a quarter octave above the last: a new class every time.
+                class: CallClass::new(CLEAN, (64.0 * 2f64.powf(i as f64 / 4.0 + 0.1)) as usize),
+                latency: Duration::from_millis(100),
+                outcome: Outcome::Answered,
+                in_flight: 16,
+                in_flight_at_end: 16,
+                saturated: true,
+                at: start,
+            });
+        }
+        assert_eq!(limit.limit(), 32);
     }
 
     #[test]

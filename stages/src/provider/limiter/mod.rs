@@ -320,23 +320,24 @@ mod tests {
     #[tokio::test]
     async fn finished_calls_move_the_limit() {
         let limiter = Limiter::new(LimitConfig::new(1, 64, 4));
-        // In slow start, a call that filled the limit (the fourth) adds a place.
+        // In slow start, the call that filled the limit (the fourth), of a class seen before
+        // and as fast, adds a place.
         let permits = futures::future::join_all((0..4).map(|_| limiter.acquire(class()))).await;
         for permit in permits {
             permit.finish(Outcome::Answered);
         }
         assert_eq!(limiter.limit(), 5);
-        assert_eq!(limiter.places.available_permits(), 5);
-        // A refusal backs off at once; the others were sent before it and teach nothing more.
-        let permits = futures::future::join_all((0..5).map(|_| limiter.acquire(class()))).await;
+        // A refusal backs off at once, below the four the server held; the others were sent
+        // before it and teach nothing more.
+        let permits = futures::future::join_all((0..4).map(|_| limiter.acquire(class()))).await;
         for permit in permits {
             permit.finish(Outcome::Refused);
         }
-        assert_eq!(limiter.limit(), 4, "five held when refused: one fewer");
-        assert_eq!(limiter.places.available_permits(), 4);
+        assert_eq!(limiter.limit(), 3, "four held when refused: one fewer");
+        assert_eq!(limiter.places.available_permits(), 3);
         assert_eq!(limiter.in_flight(), 0);
         let report = limiter.report();
-        assert_eq!(report.refused, 5);
-        assert_eq!(report.calls, 9);
+        assert_eq!(report.refused, 4);
+        assert_eq!(report.calls, 8);
     }
 }
