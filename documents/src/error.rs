@@ -24,7 +24,8 @@ pub enum DocumentsError {
     /// An archive or container file, by extension or by signature.
     #[error("Archive and container files are not supported: {detail}")]
     ArchiveNotSupported { detail: String },
-    /// A text-family file whose first bytes contain NUL bytes (and no UTF-16 byte-order mark).
+    /// A text-family file whose first bytes contain NUL bytes that are not those of UTF-16 or
+    /// UTF-32 text.
     #[error("Unsupported file type: binary content in a text file")]
     BinaryContent,
     /// A file of 0 bytes: there is nothing to extract, so it would only ever be an empty

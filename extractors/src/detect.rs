@@ -44,7 +44,7 @@ pub fn check_head(format: &Format, head: &[u8]) -> Result<(), Refusal> {
     };
     match format.kind {
         kind if kind.is_textual() => {
-            if has_utf16_bom(head) || !head.contains(&0) {
+            if is_text(head) {
                 Ok(())
             } else {
                 Err(Refusal::Binary)
@@ -181,7 +181,7 @@ pub fn describe(head: &[u8]) -> String {
     if head.starts_with(b"{\\rtf") {
         return "an RTF document".into();
     }
-    if has_utf16_bom(head) || !head.contains(&0) {
+    if is_text(head) {
         return "text".into();
     }
     "binary data".into()
@@ -210,8 +210,11 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-fn has_utf16_bom(head: &[u8]) -> bool {
-    head.starts_with(&[0xFF, 0xFE]) || head.starts_with(&[0xFE, 0xFF])
+/// No NUL bytes, or the NUL bytes of UTF-16 or UTF-32 text (with a byte-order mark or
+/// without): the same test the text decoder applies, so the door never refuses what the
+/// decoder reads.
+fn is_text(head: &[u8]) -> bool {
+    !head.contains(&0) || crate::text::wide_text(head).is_some()
 }
 
 fn at(bytes: &[u8], offset: usize, magic: &[u8]) -> bool {

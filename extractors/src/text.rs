@@ -1,5 +1,7 @@
-//! Turning the bytes of a text file into text: byte-order marks, UTF-16 without a mark, legacy
-//! 8-bit and CJK encodings by detection, and refusal of binary content.
+//! Turning the bytes of a text file into text: byte-order marks, UTF-16 and UTF-32 with or
+//! without a mark, legacy 8-bit and CJK encodings by detection, and refusal of binary content.
+//! [`wide_text`] is also what the ingest check asks, so a file the decoder reads is never
+//! refused at the door as binary.
 
 use encoding_rs::{Encoding, UTF_8, UTF_16BE, UTF_16LE};
 
@@ -16,30 +18,123 @@ pub struct Decoded {
     pub encoding: &'static str,
 }
 
+/// A text encoding of two or four bytes a character, which puts NUL bytes in text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wide {
+    Utf16Le,
+    Utf16Be,
+    Utf32Le,
+    Utf32Be,
+}
+
+impl Wide {
+    pub fn name(self) -> &'static str {
+        match self {
+            Wide::Utf16Le => "UTF-16LE",
+            Wide::Utf16Be => "UTF-16BE",
+            Wide::Utf32Le => "UTF-32LE",
+            Wide::Utf32Be => "UTF-32BE",
+        }
+    }
+}
+
+/// The wide encoding of `bytes` (a file's head will do) and the length of its byte-order
+/// mark: by the mark, or without one by where the NUL bytes of ASCII-range text fall.
+pub fn wide_text(bytes: &[u8]) -> Option<(Wide, usize)> {
+    // UTF-32's marks first: UTF-32LE's begins with UTF-16LE's.
+    if bytes.starts_with(&[0xFF, 0xFE, 0, 0]) {
+        return Some((Wide::Utf32Le, 4));
+    }
+    if bytes.starts_with(&[0, 0, 0xFE, 0xFF]) {
+        return Some((Wide::Utf32Be, 4));
+    }
+    if bytes.starts_with(&[0xFF, 0xFE]) {
+        return Some((Wide::Utf16Le, 2));
+    }
+    if bytes.starts_with(&[0xFE, 0xFF]) {
+        return Some((Wide::Utf16Be, 2));
+    }
+    utf32_without_bom(bytes)
+        .or_else(|| utf16_without_bom(bytes))
+        .map(|wide| (wide, 0))
+}
+
 pub fn decode_text(bytes: &[u8]) -> Result<Decoded, DecodeError> {
+    if let Some((wide, mark)) = wide_text(bytes) {
+        let body = &bytes[mark..];
+        return match wide {
+            Wide::Utf16Le => finish(
+                UTF_16LE.decode_without_bom_handling(body).0.into_owned(),
+                UTF_16LE.name(),
+            ),
+            Wide::Utf16Be => finish(
+                UTF_16BE.decode_without_bom_handling(body).0.into_owned(),
+                UTF_16BE.name(),
+            ),
+            Wide::Utf32Le | Wide::Utf32Be => finish(decode_utf32(body, wide), wide.name()),
+        };
+    }
     if let Some((encoding, bom_len)) = Encoding::for_bom(bytes) {
         let (text, _) = encoding.decode_without_bom_handling(&bytes[bom_len..]);
-        return finish(text.into_owned(), encoding);
-    }
-    if let Some(encoding) = utf16_without_bom(bytes) {
-        let (text, _) = encoding.decode_without_bom_handling(bytes);
-        return finish(text.into_owned(), encoding);
+        return finish(text.into_owned(), encoding.name());
     }
     if bytes.contains(&0) {
         return Err(DecodeError::Binary);
     }
     if let Ok(text) = std::str::from_utf8(bytes) {
-        return finish(text.to_string(), UTF_8);
+        return finish(text.to_string(), UTF_8.name());
     }
     let mut detector = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Deny);
     detector.feed(bytes, true);
     let encoding = detector.guess(None, chardetng::Utf8Detection::Allow);
     let (text, _) = encoding.decode_without_bom_handling(bytes);
-    finish(text.into_owned(), encoding)
+    finish(text.into_owned(), encoding.name())
+}
+
+/// UTF-32 (which `encoding_rs` does not read): each unit that is not a Unicode scalar value
+/// becomes U+FFFD, a trailing partial unit too.
+fn decode_utf32(body: &[u8], wide: Wide) -> String {
+    body.chunks(4)
+        .map(|unit| {
+            let Ok(unit) = <[u8; 4]>::try_from(unit) else {
+                return char::REPLACEMENT_CHARACTER;
+            };
+            let value = if wide == Wide::Utf32Le {
+                u32::from_le_bytes(unit)
+            } else {
+                u32::from_be_bytes(unit)
+            };
+            char::from_u32(value).unwrap_or(char::REPLACEMENT_CHARACTER)
+        })
+        .collect()
+}
+
+/// UTF-32 without a mark: for ASCII- and BMP-range text, the two high bytes of nearly every
+/// unit are NUL (the last two of each four in big-endian, the first two in little-endian).
+fn utf32_without_bom(bytes: &[u8]) -> Option<Wide> {
+    let sample = &bytes[..bytes.len().min(4096) & !3];
+    let units = sample.len() / 4;
+    if units < 2 {
+        return None;
+    }
+    let high_nul = |first: usize| {
+        sample
+            .chunks_exact(4)
+            .filter(|u| u[first] == 0 && u[first + 1] == 0)
+            .count()
+    };
+    let (le_high, be_high) = (high_nul(2), high_nul(0));
+    if le_high * 10 >= units * 9 && be_high * 10 <= units {
+        Some(Wide::Utf32Le)
+    } else if be_high * 10 >= units * 9 && le_high * 10 <= units {
+        Some(Wide::Utf32Be)
+    } else {
+        None
+    }
 }
 
 /// UTF-16 text without a byte-order mark has NUL in every other byte for ASCII-range text.
-fn utf16_without_bom(bytes: &[u8]) -> Option<&'static Encoding> {
+fn utf16_without_bom(bytes: &[u8]) -> Option<Wide> {
     let sample = &bytes[..bytes.len().min(4096) & !1];
     if sample.len() < 4 {
         return None;
@@ -53,16 +148,16 @@ fn utf16_without_bom(bytes: &[u8]) -> Option<&'static Encoding> {
         .filter(|b| **b == 0)
         .count();
     if odd_nul * 10 >= pairs * 9 && even_nul * 10 <= pairs {
-        Some(UTF_16LE)
+        Some(Wide::Utf16Le)
     } else if even_nul * 10 >= pairs * 9 && odd_nul * 10 <= pairs {
-        Some(UTF_16BE)
+        Some(Wide::Utf16Be)
     } else {
         None
     }
 }
 
 /// Text full of control characters is binary data that happened to decode.
-fn finish(text: String, encoding: &'static Encoding) -> Result<Decoded, DecodeError> {
+fn finish(text: String, encoding: &'static str) -> Result<Decoded, DecodeError> {
     let total = text.chars().count();
     let controls = text
         .chars()
@@ -71,10 +166,7 @@ fn finish(text: String, encoding: &'static Encoding) -> Result<Decoded, DecodeEr
     if total > 0 && controls * 100 > total {
         return Err(DecodeError::Binary);
     }
-    Ok(Decoded {
-        text,
-        encoding: encoding.name(),
-    })
+    Ok(Decoded { text, encoding })
 }
 
 #[cfg(test)]
@@ -105,6 +197,50 @@ mod tests {
         for bytes in [le, be, le_bom, be_bom] {
             assert_eq!(decode_text(&bytes).unwrap().text, "héllo wörld");
         }
+    }
+
+    #[test]
+    fn utf32_with_and_without_bom() {
+        let text = "héllo wörld, 𝄞 and more text";
+        let le: Vec<u8> = text
+            .chars()
+            .flat_map(|c| (c as u32).to_le_bytes())
+            .collect();
+        let be: Vec<u8> = text
+            .chars()
+            .flat_map(|c| (c as u32).to_be_bytes())
+            .collect();
+        let mut le_bom = vec![0xFF, 0xFE, 0, 0];
+        le_bom.extend(&le);
+        let mut be_bom = vec![0, 0, 0xFE, 0xFF];
+        be_bom.extend(&be);
+        for (bytes, name) in [
+            (le, "UTF-32LE"),
+            (be, "UTF-32BE"),
+            (le_bom, "UTF-32LE"),
+            (be_bom, "UTF-32BE"),
+        ] {
+            let decoded = decode_text(&bytes).unwrap();
+            assert_eq!(decoded.text, text);
+            assert_eq!(decoded.encoding, name);
+            assert!(wide_text(&bytes).is_some());
+        }
+        // A truncated last unit and an invalid one become U+FFFD, never a panic.
+        let mut odd: Vec<u8> = "twenty letters here."
+            .chars()
+            .flat_map(|c| (c as u32).to_le_bytes())
+            .collect();
+        odd.extend([0xFF, 0xFF, 0xFF, 0x7F, b'c', 0]);
+        let decoded = decode_text(&odd).unwrap();
+        assert_eq!(decoded.text, "twenty letters here.\u{FFFD}\u{FFFD}");
+    }
+
+    #[test]
+    fn binary_with_nul_bytes_is_not_wide_text() {
+        let mut binary = vec![0u8; 64];
+        binary.extend((0..=255u8).cycle().take(512));
+        assert_eq!(wide_text(&binary), None);
+        assert_eq!(decode_text(&binary), Err(DecodeError::Binary));
     }
 
     #[test]

@@ -131,6 +131,29 @@ fn text_encodings_are_decoded_and_binary_is_refused() {
         .collect();
     let dir = env.path().join("mixed");
     env.write("mixed/utf16.txt", utf16);
+    // Without a byte-order mark (as some tools write UTF-16), and UTF-32 with and without one:
+    // read, not refused at the door as binary for their NUL bytes.
+    let wide_text = "Wide text without a mark: the parser reads every letter of it.";
+    let utf16be: Vec<u8> = wide_text
+        .encode_utf16()
+        .flat_map(|u| u.to_be_bytes())
+        .collect();
+    let utf16le: Vec<u8> = wide_text
+        .encode_utf16()
+        .flat_map(|u| u.to_le_bytes())
+        .collect();
+    let utf32le: Vec<u8> = [0xFF, 0xFE, 0, 0]
+        .into_iter()
+        .chain(wide_text.chars().flat_map(|c| (c as u32).to_le_bytes()))
+        .collect();
+    let utf32be: Vec<u8> = wide_text
+        .chars()
+        .flat_map(|c| (c as u32).to_be_bytes())
+        .collect();
+    env.write("mixed/fake-text-utf-16-be.txt", utf16be);
+    env.write("mixed/fake-text-utf-16-le.txt", utf16le);
+    env.write("mixed/utf-32-le-bom.txt", utf32le);
+    env.write("mixed/utf-32-be.txt", utf32be);
     env.write(
         "mixed/latin1.txt",
         b"caf\xe9 cr\xe8me br\xfbl\xe9e, a dessert\n",
@@ -161,6 +184,20 @@ fn text_encodings_are_decoded_and_binary_is_refused() {
             .clone()
     };
     assert_eq!(by_name("utf16.txt")["run_status"], "succeeded");
+    for name in [
+        "fake-text-utf-16-be.txt",
+        "fake-text-utf-16-le.txt",
+        "utf-32-le-bom.txt",
+        "utf-32-be.txt",
+    ] {
+        let file = by_name(name);
+        assert_eq!(file["run_status"], "succeeded", "{file:#}");
+    }
+    let found = env.json(&["search", "parser reads every letter", "--json"]);
+    assert!(
+        found["total"].as_u64() >= Some(4),
+        "the wide texts are searchable: {found:#}"
+    );
     assert_eq!(by_name("latin1.txt")["run_status"], "succeeded");
     assert_eq!(
         by_name("binary.txt")["error"]["code"],
