@@ -123,11 +123,22 @@ fn utf32_without_bom(bytes: &[u8]) -> Option<Wide> {
             .filter(|u| u[first] == 0 && u[first + 1] == 0)
             .count()
     };
-    let (le_high, be_high) = (high_nul(2), high_nul(0));
-    if le_high * 10 >= units * 9 && be_high * 10 <= units {
-        Some(Wide::Utf32Le)
-    } else if be_high * 10 >= units * 9 && le_high * 10 <= units {
-        Some(Wide::Utf32Be)
+    nul_pattern(
+        high_nul(2),
+        high_nul(0),
+        units,
+        Wide::Utf32Le,
+        Wide::Utf32Be,
+    )
+}
+
+/// `le` when at least nine in ten of `units` have their NUL bytes where `le` puts them and at
+/// most one in ten where `be` does; `be` the other way round.
+fn nul_pattern(le_hits: usize, be_hits: usize, units: usize, le: Wide, be: Wide) -> Option<Wide> {
+    if le_hits * 10 >= units * 9 && be_hits * 10 <= units {
+        Some(le)
+    } else if be_hits * 10 >= units * 9 && le_hits * 10 <= units {
+        Some(be)
     } else {
         None
     }
@@ -147,13 +158,7 @@ fn utf16_without_bom(bytes: &[u8]) -> Option<Wide> {
         .step_by(2)
         .filter(|b| **b == 0)
         .count();
-    if odd_nul * 10 >= pairs * 9 && even_nul * 10 <= pairs {
-        Some(Wide::Utf16Le)
-    } else if even_nul * 10 >= pairs * 9 && odd_nul * 10 <= pairs {
-        Some(Wide::Utf16Be)
-    } else {
-        None
-    }
+    nul_pattern(odd_nul, even_nul, pairs, Wide::Utf16Le, Wide::Utf16Be)
 }
 
 /// Text full of control characters is binary data that happened to decode.

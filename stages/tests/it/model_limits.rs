@@ -21,14 +21,12 @@ use shelf_stages::provider::openai::{OpenAiCompatibleProvider, OpenAiConfig};
 struct SlotServer {
     server: FakeServer,
     refused: Arc<AtomicUsize>,
-    peak: Arc<AtomicUsize>,
 }
 
 async fn slot_server(slots: usize, hold: Duration, storm: usize) -> SlotServer {
     let busy = Arc::new(AtomicUsize::new(0));
     let refused = Arc::new(AtomicUsize::new(0));
-    let peak = Arc::new(AtomicUsize::new(0));
-    let (r, p) = (refused.clone(), peak.clone());
+    let r = refused.clone();
     let server = FakeServer::start(move |i, _| {
         let taken = busy.fetch_add(1, Ordering::SeqCst) + 1;
         if i < storm || taken > slots {
@@ -36,7 +34,6 @@ async fn slot_server(slots: usize, hold: Duration, storm: usize) -> SlotServer {
             r.fetch_add(1, Ordering::SeqCst);
             return status(429, vec![("retry-after-ms", "10".into())]);
         }
-        p.fetch_max(taken, Ordering::SeqCst);
         let busy = busy.clone();
         Reply::Later(Box::pin(async move {
             tokio::time::sleep(hold).await;
@@ -45,11 +42,7 @@ async fn slot_server(slots: usize, hold: Duration, storm: usize) -> SlotServer {
         }))
     })
     .await;
-    SlotServer {
-        server,
-        refused,
-        peak,
-    }
+    SlotServer { server, refused }
 }
 
 /// A provider with no retries (a refusal counted as an attempt would fail its call at once)
