@@ -38,6 +38,9 @@ pub struct RunView {
     pub completed_chunks: i64,
     pub failed_chunks: i64,
     pub error: Option<String>,
+    /// The stable code of the stage that failed the run (as in docs/errors.md, e.g.
+    /// `pdf_encrypted`), when a stage failed it.
+    pub error_code: Option<String>,
     pub pipeline: String,
     pub pipeline_sha256: String,
     pub attempt: i64,
@@ -63,6 +66,7 @@ impl RunView {
             completed_chunks: 0,
             failed_chunks: 0,
             error: run.error.clone(),
+            error_code: run.error_code().map(str::to_string),
             pipeline: run.pipeline.clone(),
             pipeline_sha256: run.pipeline_sha256.clone(),
             attempt: run.attempt,
@@ -197,6 +201,7 @@ mod tests {
         ]);
         let renamed = [("subject", "document_id")];
         let derived = set(&[
+            "error_code",
             "total_chunks",
             "completed_chunks",
             "failed_chunks",

@@ -366,7 +366,7 @@ impl Lifecycle {
             AttemptEnd::Retrying { code, message }
         } else {
             self.failure
-                .get_or_insert_with(|| format!("stage {name} failed ({code}): {message}"));
+                .get_or_insert_with(|| stage_failure(name, &code, &message));
             AttemptEnd::Failed { code, message }
         }
     }
@@ -499,3 +499,48 @@ impl Lifecycle {
 #[cfg(test)]
 #[path = "lifecycle_tests.rs"]
 mod tests;
+
+/// A run's error when a stage failed it: `stage NAME failed (CODE): MESSAGE`. The code is the
+/// stage's stable code, which [`stage_failure_code`] reads back.
+pub fn stage_failure(name: &str, code: &str, message: &str) -> String {
+    format!("stage {name} failed ({code}): {message}")
+}
+
+/// The stable code of the stage that failed a run, from the run's error as
+/// [`stage_failure`] writes it (none for a run failed otherwise, such as by reclaims).
+pub fn stage_failure_code(error: &str) -> Option<&str> {
+    let rest = error.strip_prefix("stage ")?;
+    let (_, rest) = rest.split_once(" failed (")?;
+    let (code, _) = rest.split_once("): ")?;
+    (!code.is_empty()
+        && code
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+    .then_some(code)
+}
+
+#[cfg(test)]
+mod failure_line_tests {
+    use super::*;
+
+    #[test]
+    fn the_code_of_a_stage_failure_reads_back() {
+        let line = stage_failure("extract", "pdf_encrypted", "the PDF is encrypted (AES): no");
+        assert_eq!(stage_failure_code(&line), Some("pdf_encrypted"));
+        let tricky = stage_failure(
+            "ocr",
+            "ocr_failed",
+            "page 2 failed (x): y; stage z failed (w): v",
+        );
+        assert_eq!(stage_failure_code(&tricky), Some("ocr_failed"));
+        for other in [
+            "",
+            "lease lost too many times",
+            "stage extract failed",
+            "stage extract failed (): x",
+            "stage extract failed (Not A Code): x",
+        ] {
+            assert_eq!(stage_failure_code(other), None, "{other}");
+        }
+    }
+}

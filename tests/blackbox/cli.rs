@@ -210,6 +210,25 @@ fn text_encodings_are_decoded_and_binary_is_refused() {
     // Images are accepted; until OCR is built their runs fail clearly, never silently empty.
     let image = by_name("image.png");
     assert_eq!(image["run_status"], "failed", "{image:#}");
+    // The record carries the failing stage's stable code, the run too (not `run_failed`).
+    let code = image["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!code.is_empty() && code != "run_failed", "{image:#}");
+    let run = env.json(&[
+        "runs",
+        image["run_id"].as_str().unwrap_or_default(),
+        "--json",
+    ]);
+    assert_eq!(run["error_code"], code.as_str(), "{run:#}");
+    assert!(
+        run["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("({code})")),
+        "{run:#}"
+    );
     let hits = env.json(&["search", "façade", "--json"]);
     assert_eq!(hits["total"], 1);
     let hits = env.json(&["search", "crème brûlée", "--json"]);

@@ -417,8 +417,10 @@ impl Import {
             record.run_status = Some(run.status.as_str().to_string());
             let processed = self.options.processing == ProcessingMode::Process;
             if processed && run.status.as_str() != "succeeded" {
+                // The stage's own stable code when a stage failed the run; `run_failed`
+                // for a run that ended otherwise (canceled, reclaims spent).
                 return Err(RecordError {
-                    code: "run_failed".into(),
+                    code: run.error_code().unwrap_or("run_failed").into(),
                     detail: run
                         .error
                         .clone()

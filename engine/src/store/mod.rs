@@ -93,6 +93,16 @@ pub struct RunRecord {
     pub trace_parent: Option<String>,
 }
 
+impl RunRecord {
+    /// The stable code of the stage that failed this run (`extract`'s `pdf_encrypted`, say),
+    /// read from its error; none while it has not failed by a stage.
+    pub fn error_code(&self) -> Option<&str> {
+        self.error
+            .as_deref()
+            .and_then(crate::lifecycle::stage_failure_code)
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct StageRecord {
     pub name: String,
