@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shelf_stages::provider::limiter::Limiter;
+use shelf_stages::provider::limiter::{Limiter, LimiterReport};
 use tokio_util::sync::CancellationToken;
 
 /// How often the line is written.
@@ -28,9 +28,14 @@ pub async fn every_minute(limiter: Arc<Limiter>, shutdown: CancellationToken) {
     }
 }
 
+/// Whether a minute is worth a line: calls ended in it, or some are out or waiting.
+fn worth_logging(report: &LimiterReport) -> bool {
+    report.calls > 0 || report.in_flight > 0 || report.waiting > 0
+}
+
 fn log(limiter: &Limiter) {
     let report = limiter.report();
-    if report.calls == 0 && report.in_flight == 0 && report.waiting == 0 {
+    if !worth_logging(&report) {
         return;
     }
     tracing::info!(
@@ -44,4 +49,30 @@ fn log(limiter: &Limiter) {
         p95_ms = u64::try_from(report.p95.as_millis()).unwrap_or(u64::MAX),
         "language-model calls in the last minute"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use shelf_stages::provider::limiter::{CallClass, LimitConfig, Outcome};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_minute_is_logged_when_calls_ended_or_are_out_and_each_minute_starts_anew() {
+        let limiter = Limiter::new(LimitConfig::new(1, 8, 4));
+        assert!(
+            !worth_logging(&limiter.report()),
+            "an idle worker stays quiet"
+        );
+        let out = limiter.acquire(CallClass::new("clean", 100)).await;
+        let report = limiter.report();
+        assert!(worth_logging(&report));
+        assert_eq!((report.in_flight, report.calls), (1, 0));
+        out.finish(Outcome::Refused);
+        let report = limiter.report();
+        assert_eq!((report.calls, report.refused, report.in_flight), (1, 1, 0));
+        assert!(worth_logging(&report));
+        // The next minute counts from zero.
+        assert!(!worth_logging(&limiter.report()));
+    }
 }

@@ -196,12 +196,7 @@ async fn queue_warns_until_a_worker_claims(env: Env) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_puts_the_runs_of_api_workers_back_on_the_queue() {
     let model = FakeModel::held();
-    let env = migrated(
-        Env::new()
-            .with("SHELF_LLM_PROVIDER", "generic-compatible")
-            .with("SHELF_LLM_BASE_URL", &model.base_url)
-            .with("SHELF_LLM_API_KEY_ENV", "SHELF_TEST_NO_SUCH_KEY"),
-    );
+    let env = migrated(with_model(Env::new(), &model));
     let mut api = Api::start_with(&env, &["api", "--port", "0", "--workers", "1"]);
     let client = client();
     let text = std::fs::read(corpus("text/crazyones.txt")).expect("corpus");
@@ -227,6 +222,37 @@ async fn sigterm_puts_the_runs_of_api_workers_back_on_the_queue() {
     assert!(kinds.contains(&"run_released"), "{kinds:?}");
 }
 
+/// A `shelf worker` at default settings with a remote model has no fixed number of runs: with
+/// every run waiting on the model (which holds its answers), it claims more, far past the
+/// two a worker used to keep, since each run it holds is in a model call and few calls wait.
+/// SIGTERM then puts every one of them back on the queue, none left running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_keeps_as_many_runs_as_the_model_takes() {
+    let model = FakeModel::held();
+    let env = migrated(with_model(Env::new(), &model));
+    let mut runs = Vec::new();
+    for i in 0..8 {
+        let file = env.write(
+            &format!("waiting-{i}.txt"),
+            format!("Document {i} waits for a model that answers when the test says so.\n"),
+        );
+        runs.push(env.queue(&file).1);
+    }
+    let mut worker = env.spawn(&["worker"]);
+    // Eight runs, each with one cleaning request out at the same time: only a worker whose
+    // runs follow the model gets there (a fixed two would hold two requests forever).
+    wait_for(Duration::from_secs(120), "8 requests held at once", || {
+        (model.held_requests() >= 8).then_some(())
+    });
+    let stopped = worker.terminate(Duration::from_secs(60));
+    assert!(stopped.is_some_and(|s| s.success()), "{stopped:?}");
+    for run_id in &runs {
+        let shown = env.json(&["runs", run_id, "--json"]);
+        assert_eq!(shown["status"], "queued", "{shown:#}");
+    }
+    model.release();
+}
+
 /// A `shelf worker` at default settings whose model server answers its first 60 requests
 /// with 429 (a storm of push-back): every run succeeds and no stage used a second attempt,
 /// since a refusal waits out `Retry-After` instead of failing the call (the provider has 3
@@ -234,12 +260,7 @@ async fn sigterm_puts_the_runs_of_api_workers_back_on_the_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_of_refusals_fails_no_run_and_spends_no_attempt() {
     let model = FakeModel::refusing_first(60);
-    let env = migrated(
-        Env::new()
-            .with("SHELF_LLM_PROVIDER", "generic-compatible")
-            .with("SHELF_LLM_BASE_URL", &model.base_url)
-            .with("SHELF_LLM_API_KEY_ENV", "SHELF_TEST_NO_SUCH_KEY"),
-    );
+    let env = migrated(with_model(Env::new(), &model));
     let mut runs = vec![env.queue(&corpus("text/crazyones.txt")).1];
     for i in 0..5 {
         let file = env.write(
@@ -276,6 +297,14 @@ fn api_worker_counts_out_of_range_are_refused() {
     assert!(stderr.contains("SHELF_API_WORKERS"), "{stderr}");
 }
 
+/// `env` with the `generic-compatible` provider on `model`; a key from the test's own
+/// environment never reaches it.
+fn with_model(env: Env, model: &FakeModel) -> Env {
+    env.with("SHELF_LLM_PROVIDER", "generic-compatible")
+        .with("SHELF_LLM_BASE_URL", &model.base_url)
+        .with("SHELF_LLM_API_KEY_ENV", "SHELF_TEST_NO_SUCH_KEY")
+}
+
 fn read_manifest(path: &Path) -> Option<Value> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
@@ -291,11 +320,7 @@ async fn an_import_whose_client_disconnects_still_finishes_its_run() {
     let env = Env::new();
     let root = env.path().join("root");
     let env = migrated(
-        env.with("SHELF_LLM_PROVIDER", "generic-compatible")
-            .with("SHELF_LLM_BASE_URL", &model.base_url)
-            // A key from the test's own environment must not reach the fake model.
-            .with("SHELF_LLM_API_KEY_ENV", "SHELF_TEST_NO_SUCH_KEY")
-            .with("SHELF_API_IMPORT_ROOT", root.to_str().expect("utf-8")),
+        with_model(env, &model).with("SHELF_API_IMPORT_ROOT", root.to_str().expect("utf-8")),
     );
     std::fs::create_dir_all(&root).expect("mkdir");
     std::fs::copy(corpus("text/crazyones.txt"), root.join("crazy.txt")).expect("copy");

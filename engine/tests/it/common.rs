@@ -407,6 +407,19 @@ pub fn engine_on(
     Engine::new(store, registry(probe), Arc::new(NoHooks), config)
 }
 
+/// Submits `n` runs of `pipeline`, for subjects `s0`, `s1`, ...; their ids.
+pub async fn submit_n(engine: &Engine, pipeline: &CompiledPipeline, n: usize) -> Vec<String> {
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let run = engine
+            .submit(&format!("s{i}"), pipeline, json!({}))
+            .await
+            .unwrap();
+        ids.push(run.id);
+    }
+    ids
+}
+
 pub fn compile(engine: &Engine, yaml: &str) -> CompiledPipeline {
     engine
         .compile(&PipelineSource {

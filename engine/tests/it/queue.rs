@@ -14,7 +14,7 @@ use shelf_engine::clock::QueueClock;
 
 use crate::common::{
     Backend, Probe, all_terminal, compile, connect, database, engine, engine_on, event_kinds,
-    fast_config, on_both_backends, spawn_execute, start_workers,
+    fast_config, on_both_backends, spawn_execute, start_workers, submit_n,
 };
 
 async fn two_workers_never_run_the_same_run_at_once(backend: Backend) {
@@ -25,16 +25,7 @@ async fn two_workers_never_run_the_same_run_at_once(backend: Backend) {
         &submitter,
         "version: 1\nstages:\n  a: { uses: step, with: { sleep_ms: 5 } }\n  b: { uses: step, needs: [a] }\n",
     );
-    let mut ids = Vec::new();
-    for i in 0..60 {
-        ids.push(
-            submitter
-                .submit(&format!("s{i}"), &p, json!({}))
-                .await
-                .unwrap()
-                .id,
-        );
-    }
+    let ids = submit_n(&submitter, &p, 60).await;
     let (shutdown, handles) = start_workers(&dir, &probe, 2, 4).await;
     all_terminal(&submitter).await;
     shutdown.cancel();
@@ -419,16 +410,7 @@ async fn a_paced_worker_keeps_the_runs_its_pacer_wants(backend: Backend) {
         &submitter,
         "version: 1\nstages:\n  a: { uses: step, with: { gate: hold } }\n",
     );
-    let mut runs = Vec::new();
-    for i in 0..4 {
-        runs.push(
-            submitter
-                .submit(&format!("s{i}"), &held, json!({}))
-                .await
-                .unwrap()
-                .id,
-        );
-    }
+    let runs = submit_n(&submitter, &held, 4).await;
     let pacer = Arc::new(TestPacer::default());
     pacer.allowed.store(1, Ordering::SeqCst);
     let pool = connect(&dir).await;
