@@ -428,15 +428,23 @@ fn a_database_from_a_newer_shelf_is_refused() {
 fn bad_settings_are_all_reported_with_exit_code_2() {
     let env = Env::new()
         .with("SHELF_WORKER_CONCURRENCY", "lots")
+        .with("SHELF_LLM_MAX_CONCURRENCY", "many")
+        .with("SHELF_WORKER_MAX_RUNS", "0")
         .with("SHELF_LLM_PROVIDER", "gpt");
     let out = env.run(&["runs"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("SHELF_WORKER_CONCURRENCY=lots")
-            && stderr.contains("SHELF_LLM_PROVIDER=gpt"),
-        "{stderr}"
-    );
+    for named in [
+        "SHELF_WORKER_CONCURRENCY=lots",
+        "SHELF_LLM_MAX_CONCURRENCY=many: expected auto or a whole number",
+        "SHELF_WORKER_MAX_RUNS must be at least 1",
+        "SHELF_LLM_PROVIDER=gpt",
+    ] {
+        assert!(stderr.contains(named), "{named}: {stderr}");
+    }
+    // A worker told to run no runs at once is refused by the flag's own check.
+    let zero = Env::new().run(&["worker", "--concurrency", "0"]);
+    assert_eq!(zero.status.code(), Some(2), "{zero:?}");
 }
 
 #[test]
