@@ -331,9 +331,17 @@ async fn a_closed_claim_gate_pauses_claims_and_lets_runs_in_flight_finish(backen
     crate::common::started(&probe, &first, "a", 1).await;
 
     gate.closed.store(true, Ordering::SeqCst);
+    // An open answer given just before the close may still lead to a claim: the second run
+    // is submitted only once the worker has come round its loop and asked the closed gate,
+    // so that claim, if any, has found nothing due. Every answer counted from here is "no".
+    let asked = gate.asked.load(Ordering::SeqCst);
+    crate::common::eventually("the worker asks the closed gate", || async {
+        gate.asked.load(Ordering::SeqCst) > asked
+    })
+    .await;
     let second = submitter.submit("s2", &quick, json!({})).await.unwrap().id;
-    // Asked twice after closing: the worker went round its loop with a free slot and a due
-    // run, and a claim only ever follows an open answer.
+    // Asked twice more: the worker went round its loop with a free slot and a due run, and a
+    // claim only ever follows an open answer.
     let asked = gate.asked.load(Ordering::SeqCst);
     crate::common::eventually("the worker asks the closed gate", || async {
         gate.asked.load(Ordering::SeqCst) >= asked + 2
