@@ -1,6 +1,6 @@
-//! Streaming upload ingest: an [`UploadSink`] takes an upload chunk by chunk, refuses it by
-//! name before any byte is written and by content (archive signature, binary text) on its first
-//! bytes, hashes while writing to the staging directory, enforces the size cap, and hands the
+//! Streaming upload ingest: an [`UploadSink`] takes an upload chunk by chunk, refuses an
+//! archive by name before any byte is written and by content (an archive signature, or content
+//! Shelf does not read under any name) on its first bytes, hashes while writing to the staging directory, enforces the size cap, and hands the
 //! staged file to the document store. A sink that is dropped or fails leaves no file behind.
 //! What a killed process leaves anyway (staged `.part` files, empty upload directories, trash
 //! of committed deletes) is found by [`find_leftovers`] (`shelf admin db-check`) and removed by
@@ -16,8 +16,8 @@ use shelf_db::sql::SqlExt;
 use sha2::{Digest, Sha256};
 use shelf_documents::ids::SNIFF_BYTES;
 use shelf_documents::{
-    DocumentStore, DocumentsError, Format, Ingested, STAGING_DIR, TRASH_DIR, UPLOADS_DIR,
-    check_content, is_document_id, lock_document_statement,
+    DocumentStore, DocumentsError, Ingested, STAGING_DIR, TRASH_DIR, UPLOADS_DIR,
+    check_upload_head, check_upload_prefix, is_document_id, lock_document_statement,
 };
 use tokio::io::AsyncWriteExt;
 
@@ -96,7 +96,8 @@ struct Writing {
 pub struct UploadSink {
     store: DocumentStore,
     filename: String,
-    format: &'static Format,
+    /// The name's extension, lowercase: where identifying the content starts.
+    extension: Option<String>,
     max_bytes: u64,
     /// The bytes not yet written: the first [`SNIFF_BYTES`] are checked before any byte is
     /// written, and an upload shorter than [`WRITE_BUFFER_BYTES`] is never streamed.
@@ -109,18 +110,18 @@ pub struct UploadSink {
 }
 
 impl UploadSink {
-    /// Checks the filename (archives and unsupported extensions are refused here, before any
-    /// byte is read or written).
+    /// Checks the filename (an archive's extension is refused here, before any byte is read
+    /// or written; what the file is, its content decides).
     pub fn begin(
         store: DocumentStore,
         filename: &str,
         max_bytes: u64,
     ) -> Result<UploadSink, UploadError> {
-        let format = shelf_documents::check_upload_filename(filename)?;
+        let extension = shelf_documents::check_upload_filename(filename)?;
         Ok(UploadSink {
             store,
             filename: filename.to_string(),
-            format,
+            extension,
             max_bytes,
             head: Vec::new(),
             sniffed: false,
@@ -165,11 +166,14 @@ impl UploadSink {
                 }
                 self.head.extend_from_slice(chunk);
                 if !self.sniffed {
-                    // Checking every partial head refuses an archive on its first chunk; the
-                    // check never misfires on a prefix (signatures need all their bytes).
-                    let sniff = self.head.get(..SNIFF_BYTES).unwrap_or(&self.head);
-                    check_content(self.format, sniff)?;
-                    self.sniffed = self.head.len() >= SNIFF_BYTES;
+                    // Every partial head refuses an archive on its first chunk (a signature
+                    // needs all its bytes, so a prefix never misfires); the content is judged
+                    // once its first SNIFF_BYTES are here.
+                    check_upload_prefix(&self.head)?;
+                    if let Some(sniff) = self.head.get(..SNIFF_BYTES) {
+                        check_upload_head(self.extension.as_deref(), sniff)?;
+                        self.sniffed = true;
+                    }
                 }
                 if self.head.len() >= WRITE_BUFFER_BYTES {
                     self.start_writing().await?;
@@ -233,8 +237,8 @@ impl UploadSink {
         }
         let staged = match self.writing.take() {
             None => {
-                check_content(
-                    self.format,
+                check_upload_head(
+                    self.extension.as_deref(),
                     self.head.get(..SNIFF_BYTES).unwrap_or(&self.head),
                 )?;
                 self.write_whole().await?

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+pub use shelf_extractors::detect::Identified;
 pub use shelf_extractors::detect::sniff_archive;
 use shelf_extractors::detect::{self, Refusal};
 pub use shelf_extractors::formats::{
@@ -13,50 +14,62 @@ pub use shelf_extractors::formats::{
 
 use crate::error::{DocumentsError, Result};
 
-/// Validates an extension (as [`crate::extension_of`] returns it): the accepted format, or
-/// `ArchiveNotSupported` for archives, or `UnsupportedFileType` naming the extension.
-pub fn check_extension(extension: Option<&str>) -> Result<&'static Format> {
-    let Some(ext) = extension else {
-        return Err(DocumentsError::UnsupportedFileType {
-            detail: "file has no extension (see docs/formats.md for the accepted ones)".into(),
-        });
-    };
-    let ext = ext.to_ascii_lowercase();
-    if let Some(format) = format_for(&ext) {
-        return Ok(format);
+/// Refuses an archive extension (`ArchiveNotSupported`) before any byte of a file is read.
+/// Any other name passes: an unknown extension may still hold content Shelf reads, which
+/// [`identify`] decides.
+pub fn check_extension(extension: Option<&str>) -> Result<()> {
+    match extension {
+        Some(ext) if is_archive_extension(&ext.to_ascii_lowercase()) => {
+            Err(DocumentsError::ArchiveNotSupported {
+                detail: format!(".{} files are archives", ext.to_ascii_lowercase()),
+            })
+        }
+        _ => Ok(()),
     }
-    if is_archive_extension(&ext) {
-        return Err(DocumentsError::ArchiveNotSupported {
-            detail: format!(".{ext} files are archives"),
-        });
-    }
-    let shown: String = ext.chars().take(32).collect();
-    Err(DocumentsError::UnsupportedFileType {
-        detail: format!(
-            ".{shown} files are not supported (see docs/formats.md for the accepted ones)"
-        ),
-    })
 }
 
-/// Validates the first bytes (up to 8 KiB) of a file of an accepted format: an archive
-/// signature (other than the format's own container) is `ArchiveNotSupported`; content of
-/// another type than the extension says, or binary bytes in a text format, is
-/// `UnsupportedFileType` / `BinaryContent`.
-pub fn check_content(format: &Format, head: &[u8]) -> Result<()> {
-    detect::check_head(format, head).map_err(refused)
+/// The format a stored file is read as, from its extension (as [`crate::extension_of`]
+/// returns it), its first bytes (up to 8 KiB) and, for ZIP and OLE2 containers, its entries
+/// (see `shelf_extractors::detect::identify`). Refusals: `ArchiveNotSupported`,
+/// `UnsupportedFileType` naming what was found, `BinaryContent`.
+pub fn identify(extension: Option<&str>, head: &[u8], path: &Path) -> Result<Identified> {
+    match detect::identify(extension, head, Some(path)) {
+        Ok(Some(identified)) => Ok(identified),
+        // With a path every container is read, so this is not reached.
+        Ok(None) => Err(DocumentsError::UnsupportedFileType {
+            detail: "the file's container could not be read".into(),
+        }),
+        Err(refusal) => Err(refused(refusal)),
+    }
 }
 
-/// For ZIP-based formats, checks that the stored file holds what its extension says
-/// (`[Content_Types].xml` and the main part, or the `mimetype` entry). A damaged container
-/// passes: its run fails with a clear code and the document can be retried.
-pub fn check_container(format: &Format, path: &Path) -> Result<()> {
-    detect::check_container(format, path).map_err(refused)
+/// Checks the first bytes of an upload still arriving (at least 8 KiB, or the whole file
+/// when it is shorter): refuses what those bytes already rule out, before the rest is
+/// stored. Containers are decided by [`identify`] once the file is whole.
+pub fn check_upload_head(extension: Option<&str>, head: &[u8]) -> Result<()> {
+    detect::identify(extension, head, None)
+        .map(|_| ())
+        .map_err(refused)
+}
+
+/// Refuses the first bytes of an upload when they are already an archive signature (other
+/// than ZIP, which may be a document): safe on any prefix, since a signature needs all its
+/// bytes.
+pub fn check_upload_prefix(prefix: &[u8]) -> Result<()> {
+    match sniff_archive(prefix) {
+        Some(kind) if kind != "zip" => Err(DocumentsError::ArchiveNotSupported {
+            detail: format!("content is a {kind} archive"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn refused(refusal: Refusal) -> DocumentsError {
     match refusal {
         Refusal::Archive(detail) => DocumentsError::ArchiveNotSupported { detail },
-        Refusal::Mismatch(detail) => DocumentsError::UnsupportedFileType { detail },
+        Refusal::Mismatch(detail) | Refusal::Unsupported(detail) => {
+            DocumentsError::UnsupportedFileType { detail }
+        }
         Refusal::Binary => DocumentsError::BinaryContent,
     }
 }
@@ -65,16 +78,20 @@ fn refused(refusal: Refusal) -> DocumentsError {
 mod tests {
     use super::*;
 
+    fn file(bytes: &[u8]) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().expect("temp file");
+        std::fs::write(file.path(), bytes).expect("write");
+        file
+    }
+
+    fn identified(extension: Option<&str>, bytes: &[u8]) -> Result<&'static str> {
+        let file = file(bytes);
+        identify(extension, bytes, file.path()).map(|found| found.format.extension)
+    }
+
     #[test]
-    fn extensions_are_classified() {
-        assert_eq!(
-            check_extension(Some("MD")).map(|f| f.extension).ok(),
-            Some("md")
-        );
-        for ext in ["docx", "pdf", "srt", "png", "doc"] {
-            assert!(check_extension(Some(ext)).is_ok(), "{ext}");
-        }
-        for ext in ["zip", "tar", "gz", "7z", "rar", "jar", "iso", "zst"] {
+    fn archive_extensions_are_refused_before_reading() {
+        for ext in ["zip", "tar", "gz", "7z", "rar", "jar", "iso", "zst", "ZIP"] {
             assert!(
                 matches!(
                     check_extension(Some(ext)),
@@ -83,33 +100,45 @@ mod tests {
                 "{ext}"
             );
         }
-        match check_extension(Some("exe")) {
-            Err(DocumentsError::UnsupportedFileType { detail }) => {
-                assert!(detail.contains("exe"), "{detail}")
-            }
-            other => panic!("{other:?}"),
+        for ext in [Some("docx"), Some("exe"), Some("MD"), None] {
+            assert!(check_extension(ext).is_ok(), "{ext:?}");
         }
-        assert!(matches!(
-            check_extension(None),
-            Err(DocumentsError::UnsupportedFileType { .. })
-        ));
     }
 
     #[test]
-    fn content_refusals_map_to_codes() {
-        let txt = format_for("txt").expect("txt");
-        assert!(check_content(txt, b"hello").is_ok());
+    fn files_are_identified_and_refusals_map_to_codes() {
+        assert_eq!(identified(Some("MD"), b"# hello").ok(), Some("md"));
+        assert_eq!(identified(Some("txt"), b"hello").ok(), Some("txt"));
         assert_eq!(
-            check_content(txt, b"hel\0lo").map_err(|e| e.code()),
+            identified(Some("txt"), b"hel\0lo\x01\x02").map_err(|e| e.code()),
             Err("unsupported_file_type")
         );
         assert_eq!(
-            check_content(txt, b"PK\x03\x04").map_err(|e| e.code()),
+            identified(Some("txt"), b"PK\x03\x04").map_err(|e| e.code()),
             Err("archive_not_supported")
         );
-        let odt = format_for("odt").expect("odt");
         assert_eq!(
-            check_content(odt, b"This is not a zip file!").map_err(|e| e.code()),
+            identified(Some("odt"), b"This is not a zip file!").ok(),
+            Some("txt"),
+            "text under a wrong extension is read as text"
+        );
+        match identified(Some("exe"), b"MZ\x90\0\x03\0\0\0") {
+            Err(DocumentsError::UnsupportedFileType { detail }) => {
+                assert!(detail.contains(".exe files"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(identified(None, b"plain words").ok(), Some("txt"));
+    }
+
+    #[test]
+    fn upload_heads_refuse_archives_on_any_prefix() {
+        assert!(check_upload_prefix(b"Rar!\x1a\x07\x00").is_err());
+        assert!(check_upload_prefix(b"PK\x03\x04").is_ok());
+        assert!(check_upload_prefix(b"Ra").is_ok());
+        assert!(check_upload_head(Some("docx"), b"PK\x03\x04rest").is_ok());
+        assert_eq!(
+            check_upload_head(Some("bin"), &[0u8, 1, 2, 3, 0, 0, 0, 1]).map_err(|e| e.code()),
             Err("unsupported_file_type")
         );
     }

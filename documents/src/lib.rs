@@ -44,8 +44,8 @@ pub use extractions::{
 };
 pub use filename::{extension_of, normalize_filename, stem_of};
 pub use formats::{
-    Format, Kind, check_container, check_content, check_extension, format_for,
-    is_archive_extension, sniff_archive,
+    Format, Identified, Kind, check_extension, check_upload_head, check_upload_prefix, format_for,
+    identify, is_archive_extension, sniff_archive,
 };
 pub use ids::{document_id, is_document_id, is_sha256_hex, sha256_file, sha256_hex};
 pub use index::{

@@ -14,7 +14,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Statement, Value
 use crate::dewey;
 use crate::error::{DocumentsError, Result};
 use crate::filename::{extension_of, normalize_filename};
-use crate::formats::{Format, check_container, check_content, check_extension};
+use crate::formats::{check_extension, identify};
 use crate::ids::is_document_id;
 use crate::ids::{SNIFF_BYTES, document_id, is_sha256_hex, sha256_reader};
 use crate::model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
@@ -142,7 +142,8 @@ impl DocumentStore {
         byte_size: u64,
     ) -> Result<Ingested> {
         let name = normalize_filename(filename);
-        let format = check_extension(extension_of(&name).as_deref())?;
+        let extension = extension_of(&name);
+        check_extension(extension.as_deref())?;
 
         if byte_size == 0 {
             return Err(DocumentsError::EmptyFile);
@@ -154,8 +155,8 @@ impl DocumentStore {
         }
         let sha256 = sha256_hex.to_ascii_lowercase();
         let id = document_id(&sha256);
-        // The staged file's checks in one trip to the blocking pool.
-        let checked = {
+        // The staged file's checks in one trip to the blocking pool; they say what it is.
+        let format = {
             let (staged, data_dir, id, name) = (
                 staged.to_path_buf(),
                 self.data_dir.clone(),
@@ -175,15 +176,12 @@ impl DocumentStore {
                         meta.len()
                     )));
                 }
-                check_content(format, &read_head_now(&staged)?)?;
-                if format.container == crate::formats::Container::Zip {
-                    check_container(format, &staged)?;
-                }
-                check_no_symlinks_now(&data_dir, &[UPLOADS_DIR, &id, &name])
+                let found = identify(extension.as_deref(), &read_head_now(&staged)?, &staged)?;
+                check_no_symlinks_now(&data_dir, &[UPLOADS_DIR, &id, &name])?;
+                Ok(found.format)
             })
             .await
-        };
-        checked?;
+        }?;
 
         // The duplicate check, the file's move into its directory and the row, as one write
         // transaction (on SQLite one hand-off to the writer thread); the document is read back
@@ -276,7 +274,8 @@ impl DocumentStore {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let name = normalize_filename(&raw_name);
-        let format = check_extension(extension_of(&name).as_deref())?;
+        let extension = extension_of(&name);
+        check_extension(extension.as_deref())?;
 
         let canonical = tokio::fs::canonicalize(path).await?;
         let Some(storage_path) = canonical.to_str().map(str::to_owned) else {
@@ -300,8 +299,7 @@ impl DocumentStore {
         if digest.byte_size == 0 {
             return Err(DocumentsError::EmptyFile);
         }
-        check_content(format, &digest.head)?;
-        check_container_blocking(format, &canonical).await?;
+        let format = identify_blocking(extension, digest.head, &canonical).await?;
 
         let id = document_id(&digest.sha256_hex);
         let txn = begin_immediate(&self.db).await?;
@@ -725,10 +723,12 @@ pub(crate) fn document_from_row(row: &QueryResult) -> Result<Document> {
     })
 }
 
-/// Validates a filename before any byte of an upload is written: normalizes it and checks
-/// its extension (archives are `ArchiveNotSupported`, unknown types `UnsupportedFileType`).
-pub fn check_upload_filename(raw: &str) -> Result<&'static Format> {
-    check_extension(extension_of(raw).as_deref())
+/// Validates a filename before any byte of an upload is written: an archive's extension is
+/// refused (`ArchiveNotSupported`). Returns the extension [`identify`] starts from.
+pub fn check_upload_filename(raw: &str) -> Result<Option<String>> {
+    let extension = extension_of(raw);
+    check_extension(extension.as_deref())?;
+    Ok(extension)
 }
 
 fn read_head_now(path: &Path) -> std::io::Result<Vec<u8>> {
@@ -795,13 +795,16 @@ async fn remove_dir_all_if_exists(path: &Path) -> std::io::Result<()> {
         Err(err) => Err(err),
     }
 }
-/// Reads a ZIP-based document's central directory off the async threads.
-async fn check_container_blocking(format: &'static Format, path: &Path) -> Result<()> {
-    if format.container != crate::formats::Container::Zip {
-        return Ok(());
-    }
+
+/// Identifies a file off the async threads: a container's entries are read from disk.
+async fn identify_blocking(
+    extension: Option<String>,
+    head: Vec<u8>,
+    path: &Path,
+) -> Result<&'static crate::formats::Format> {
     let path = path.to_path_buf();
-    tokio::task::spawn_blocking(move || check_container(format, &path))
+    tokio::task::spawn_blocking(move || identify(extension.as_deref(), &head, &path))
         .await
-        .map_err(|err| DocumentsError::corrupt(format!("container check failed: {err}")))?
+        .map_err(|err| DocumentsError::corrupt(format!("content check task failed: {err}")))?
+        .map(|found| found.format)
 }

@@ -8,6 +8,7 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::formats::{Container, Format, Kind};
+use crate::sniff::Sniffed;
 
 /// Why a file's content does not fit its extension.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +19,100 @@ pub enum Refusal {
     Mismatch(String),
     /// NUL bytes in a text format.
     Binary,
+    /// An extension Shelf does not read, and content it does not recognize either.
+    Unsupported(String),
+}
+
+/// The format a file is read as, and whether its content (not its extension) said so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identified {
+    pub format: &'static Format,
+    pub by_content: bool,
+}
+
+/// Identifies a file from its extension (lowercase or not, without the dot) and content: the
+/// extension decides when the content fits it; when it does not, or the extension is unknown,
+/// the content decides ([`crate::sniff`]). `head` is the file's first bytes (up to 8 KiB);
+/// `path` is read for ZIP and OLE2 containers. With `path` `None` (an upload still
+/// streaming), `Ok(None)` means the container's entries must be read before deciding.
+///
+/// Refused: archives other than a document's ZIP container (`Archive`), content that is no
+/// format Shelf reads (`Mismatch` naming what the extension wanted and what was found, or
+/// `Unsupported` for an unknown extension), binary bytes under a text extension (`Binary`).
+pub fn identify(
+    extension: Option<&str>,
+    head: &[u8],
+    path: Option<&Path>,
+) -> Result<Option<Identified>, Refusal> {
+    let extension = extension.map(str::to_ascii_lowercase);
+    let declared = extension.as_deref().and_then(crate::formats::format_for);
+    if let Some(kind) = sniff_archive(head).filter(|kind| *kind != "zip") {
+        return Err(Refusal::Archive(format!("content is a {kind} archive")));
+    }
+    let sniffed = || guarded_sniff(head, path);
+    let Some(declared) = declared else {
+        let shown: String = extension
+            .as_deref()
+            .map(|ext| format!(".{} files", ext.chars().take(32).collect::<String>()))
+            .unwrap_or_else(|| "files without an extension".into());
+        return match sniffed() {
+            Sniffed::Format(format) => Ok(Some(Identified {
+                format,
+                by_content: true,
+            })),
+            Sniffed::NeedsContainer => Ok(None),
+            Sniffed::PlainZip => Err(Refusal::Archive("content is a zip archive".into())),
+            Sniffed::EncryptedOffice => Err(Refusal::Unsupported(format!(
+                "{shown} are not supported, and this content is a password-protected Office \
+                 document: give it its real extension (.docx, .xlsx, .pptx)"
+            ))),
+            Sniffed::Unknown => Err(Refusal::Unsupported(format!(
+                "{shown} are not supported, and this content is {} (see docs/formats.md for \
+                 the accepted ones)",
+                describe(head)
+            ))),
+        };
+    };
+    let by_extension = check_head(declared, head).and_then(|()| match path {
+        Some(path) => check_container(declared, path),
+        None => Ok(()),
+    });
+    let refusal = match by_extension {
+        // A ZIP or OLE2 file under its own extension is confirmed once its entries are read.
+        Ok(()) if path.is_none() && sniffed() == Sniffed::NeedsContainer => return Ok(None),
+        Ok(()) => {
+            return Ok(Some(Identified {
+                format: declared,
+                by_content: false,
+            }));
+        }
+        Err(refusal) => refusal,
+    };
+    match sniffed() {
+        Sniffed::Format(format) => Ok(Some(Identified {
+            format,
+            by_content: true,
+        })),
+        Sniffed::NeedsContainer => Ok(None),
+        // A password-protected workbook, document or presentation is an OLE2 file holding
+        // the encrypted package: it is what its extension says, and its run fails with
+        // `document_encrypted` (as an encrypted PDF's does with `pdf_encrypted`).
+        Sniffed::EncryptedOffice if is_office_open_xml(declared) => Ok(Some(Identified {
+            format: declared,
+            by_content: false,
+        })),
+        _ => Err(refusal),
+    }
+}
+
+fn is_office_open_xml(format: &Format) -> bool {
+    matches!(format.kind, Kind::Docx | Kind::Pptx)
+        || matches!(format.extension, "xlsx" | "xlsm" | "xlsb")
+}
+
+/// [`crate::sniff::by_content`] behind `catch_unwind`: container readers see hostile bytes.
+fn guarded_sniff(head: &[u8], path: Option<&Path>) -> Sniffed {
+    std::panic::catch_unwind(|| crate::sniff::by_content(head, path)).unwrap_or(Sniffed::Unknown)
 }
 
 /// Checks the first bytes (up to 8 KiB) of a file of `format`.
@@ -54,6 +149,9 @@ pub fn check_head(format: &Format, head: &[u8]) -> Result<(), Refusal> {
             Err(mismatch("a PDF document"))
         }
         Kind::Image if !head.is_empty() && image_kind(head).is_none() => Err(mismatch("an image")),
+        Kind::Outlook if !head.is_empty() && !head.starts_with(&OLE2_MAGIC) => {
+            Err(mismatch("an Outlook message (an OLE2 compound file)"))
+        }
         Kind::Universal if !head.is_empty() => check_legacy_head(format, head, mismatch),
         _ => Ok(()),
     }
@@ -87,7 +185,7 @@ fn check_legacy_head(
     }
 }
 
-const OLE2_MAGIC: [u8; 8] = [0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1];
+pub(crate) const OLE2_MAGIC: [u8; 8] = [0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1];
 
 /// For ZIP-based formats, checks the archive's entries against the extension. An archive
 /// that cannot be opened (truncated, damaged) passes: extraction reports it.
@@ -151,7 +249,7 @@ pub fn check_container(format: &Format, path: &Path) -> Result<(), Refusal> {
     }
 }
 
-fn read_small<R: std::io::Read + std::io::Seek>(
+pub(crate) fn read_small<R: std::io::Read + std::io::Seek>(
     archive: &mut zip::ZipArchive<R>,
     name: &str,
 ) -> Option<String> {
@@ -206,7 +304,7 @@ pub fn image_kind(head: &[u8]) -> Option<&'static str> {
     }
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+pub(crate) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
@@ -385,17 +483,7 @@ mod tests {
     }
 
     fn zip_file(entries: &[(&str, &str)]) -> tempfile::NamedTempFile {
-        use std::io::Write;
-        let file = tempfile::NamedTempFile::new().unwrap();
-        let mut writer = zip::ZipWriter::new(file.reopen().unwrap());
-        for (name, data) in entries {
-            writer
-                .start_file(*name, zip::write::SimpleFileOptions::default())
-                .unwrap();
-            writer.write_all(data.as_bytes()).unwrap();
-        }
-        writer.finish().unwrap();
-        file
+        crate::testing::stored(&crate::testing::zip_of(entries))
     }
 
     #[test]
@@ -439,16 +527,118 @@ mod tests {
                 continue;
             };
             checked += 1;
-            assert_eq!(
-                check_head(format, &head_of(&file)),
-                Ok(()),
-                "{}",
-                file.display()
-            );
-            assert_eq!(check_container(format, &file), Ok(()), "{}", file.display());
+            let found = identify(Some(ext), &head_of(&file), Some(&file))
+                .unwrap_or_else(|refusal| panic!("{}: {refusal:?}", file.display()))
+                .expect("decided");
+            assert_eq!(found.format, format, "{}", file.display());
+            assert!(!found.by_content, "{}", file.display());
         }
         if checked == 0 {
             eprintln!("corpus not present, skipping");
         }
+    }
+
+    fn identified(extension: Option<&str>, bytes: &[u8]) -> Result<Identified, Refusal> {
+        let file = crate::testing::stored(bytes);
+        identify(extension, bytes, Some(file.path())).map(|found| found.expect("decided"))
+    }
+
+    #[test]
+    fn content_decides_when_the_extension_is_wrong_or_unknown() {
+        use crate::testing::{ole2_of, zip_of};
+        let docx = zip_of(&[
+            ("[Content_Types].xml", "<Types/>"),
+            ("word/document.xml", "<w:document/>"),
+        ]);
+        let pptx = zip_of(&[
+            ("[Content_Types].xml", "<Types/>"),
+            ("ppt/presentation.xml", "<p/>"),
+        ]);
+        let cases: &[(Option<&str>, &[u8], &str, bool)] = &[
+            (Some("doc"), &docx, "docx", true),
+            (Some("ppt"), &pptx, "pptx", true),
+            (Some("txt"), &docx, "docx", true),
+            (Some("DOCX"), &docx, "docx", false),
+            (Some("xlsx"), &ole2_of(&["/Workbook"]), "xls", true),
+            (Some("doc"), &ole2_of(&["/WordDocument"]), "doc", false),
+            (
+                Some("msg"),
+                &ole2_of(&["/__substg1.0_0037001F"]),
+                "msg",
+                false,
+            ),
+            (
+                Some("xlsx"),
+                &ole2_of(&["/EncryptionInfo", "/EncryptedPackage"]),
+                "xlsx",
+                false,
+            ),
+            (
+                Some("pdf"),
+                b"<html><body>not a pdf</body></html>",
+                "html",
+                true,
+            ),
+            (
+                Some("dat"),
+                b"<!DOCTYPE html><title>t</title>",
+                "html",
+                true,
+            ),
+            (Some("data"), b"{\"a\": [1, 2]}", "json", true),
+            (None, b"<?xml version=\"1.0\"?><r>x</r>", "xml", true),
+            (Some("log"), b"plain words\n", "txt", true),
+            (Some("txt"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", "png", true),
+            (Some("html"), b"just text", "html", false),
+        ];
+        for (extension, bytes, expected, by_content) in cases {
+            let found = identified(*extension, bytes)
+                .unwrap_or_else(|refusal| panic!("{extension:?}: {refusal:?}"));
+            assert_eq!(
+                (found.format.extension, found.by_content),
+                (*expected, *by_content),
+                "{extension:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_no_extension_or_content_explains_is_refused() {
+        let plain_zip = crate::testing::zip_of(&[("a.txt", "x")]);
+        assert!(matches!(
+            identified(Some("txt"), &plain_zip),
+            Err(Refusal::Archive(_))
+        ));
+        assert!(matches!(
+            identified(Some("docx"), &plain_zip),
+            Err(Refusal::Archive(_))
+        ));
+        // Refused on the upload's first bytes, before the file is whole.
+        assert!(matches!(
+            identify(Some("doc"), &plain_zip, None),
+            Err(Refusal::Archive(_))
+        ));
+        assert!(matches!(
+            identify(Some("doc"), b"Rar!\x1a\x07\0", None),
+            Err(Refusal::Archive(_))
+        ));
+        match identified(Some("exe"), b"MZ\x90\0\x03\0\0\0\x04\0") {
+            Err(Refusal::Unsupported(detail)) => {
+                assert!(detail.contains(".exe files"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            identified(Some("txt"), b"bin\0ary\x01\x02\0\0\x07"),
+            Err(Refusal::Binary)
+        ));
+        assert!(matches!(
+            identified(Some("pdf"), b"\0\x01\x02\x03\0\0\x05"),
+            Err(Refusal::Mismatch(_))
+        ));
+        assert!(matches!(
+            identified(Some("xlsx"), &crate::testing::ole2_of(&["/Other"])),
+            Err(Refusal::Mismatch(_))
+        ));
     }
 }

@@ -516,6 +516,11 @@ impl Writer<'_> {
                     for content in boxes {
                         self.blocks(content, deferred)?;
                     }
+                    let mut alts = Vec::new();
+                    picture_alts(child, &mut alts);
+                    for alt in alts {
+                        deferred.push(&alt, false);
+                    }
                 }
                 _ => {}
             }
@@ -705,6 +710,62 @@ fn textboxes<'a>(e: &'a Element, out: &mut Vec<&'a Element>) {
     }
 }
 
+/// The alt text of the pictures below a drawing, one `*Image: ...*` line each (see
+/// [`crate::pptx::picture_line`]). A drawing's own `wp:docPr` speaks for it; a drawing without
+/// one (a group) speaks through its pictures' `pic:cNvPr`. VML pictures carry theirs in
+/// `v:shape/@alt` or `v:imagedata/@o:title`. Like text boxes, one branch of an
+/// `mc:AlternateContent` only.
+fn picture_alts(e: &Element, out: &mut Vec<String>) {
+    match e.name.as_str() {
+        "inline" | "anchor" => {
+            if let Some(line) = e.child("docPr").and_then(crate::pptx::picture_line) {
+                out.push(line);
+                return;
+            }
+            let mut pictures = Vec::new();
+            e.find_all("pic", &mut pictures);
+            out.extend(
+                pictures
+                    .into_iter()
+                    .filter_map(|pic| pic.child("nvPicPr").and_then(|n| n.child("cNvPr")))
+                    .filter_map(crate::pptx::picture_line),
+            );
+        }
+        "shape" => {
+            let alt = e
+                .attr("alt")
+                .map(|alt| ("descr".to_string(), alt.to_string()));
+            let title = e
+                .child("imagedata")
+                .and_then(|i| i.attr("title"))
+                .map(|t| ("title".to_string(), t.to_string()));
+            let props = Element {
+                name: "cNvPr".to_string(),
+                attrs: alt.into_iter().chain(title).collect(),
+                children: Vec::new(),
+            };
+            out.extend(crate::pptx::picture_line(&props));
+        }
+        "AlternateContent" => {
+            let before = out.len();
+            if let Some(choice) = e.child("Choice") {
+                picture_alts(choice, out);
+            }
+            if out.len() == before
+                && let Some(fallback) = e.child("Fallback")
+            {
+                picture_alts(fallback, out);
+            }
+        }
+        "txbxContent" => {}
+        _ => {
+            for child in e.elements() {
+                picture_alts(child, out);
+            }
+        }
+    }
+}
+
 /// Table rows, looking through content controls and custom XML wrappers.
 fn table_rows(tbl: &Element) -> Vec<&Element> {
     wrapped(tbl, "tr")
@@ -808,7 +869,7 @@ fn omml(e: &Element, out: &mut String) {
     }
 }
 
-fn math_symbol(c: char) -> Option<&'static str> {
+pub(crate) fn math_symbol(c: char) -> Option<&'static str> {
     Some(match c {
         'π' => " \\pi",
         '∞' => " \\infty",
@@ -903,6 +964,65 @@ mod tests {
         if let Some(bytes) = corpus("office/docx/sources/textbox.docx") {
             assert!(markdown_of(&bytes).contains("Student falls ill"));
         }
+    }
+
+    #[test]
+    fn pictures_alt_text_follows_their_paragraph() {
+        let ns = r#"xmlns:wp="wp" xmlns:a="a" xmlns:pic="pic" xmlns:wpg="wpg" xmlns:mc="mc" xmlns:v="v" xmlns:o="o""#;
+        let inline = |doc_pr: &str, graphic: &str| {
+            format!(
+                r#"<w:r><w:drawing><wp:inline {ns}><wp:extent cx="1" cy="1"/><wp:docPr id="1" name="Picture 1" {doc_pr}/><a:graphic><a:graphicData>{graphic}</a:graphicData></a:graphic></wp:inline></w:drawing></w:r>"#
+            )
+        };
+        let pic = |descr: &str| {
+            format!(
+                r#"<pic:pic><pic:nvPicPr><pic:cNvPr id="0" name="Picture" descr="{descr}"/><pic:cNvPicPr/></pic:nvPicPr></pic:pic>"#
+            )
+        };
+        let body = format!(
+            r#"<w:p><w:r><w:t>Look:</w:t></w:r>{}</w:p>
+            <w:p>{}</w:p>
+            <w:p><w:r><mc:AlternateContent {ns}><mc:Choice>{}</mc:Choice><mc:Fallback><w:pict><v:shape alt="Fallback twin"/></w:pict></mc:Fallback></mc:AlternateContent></w:r></w:p>
+            <w:p><w:r><w:pict><v:shape {ns} alt=""><v:imagedata o:title="Old VML chart"/></v:shape></w:pict></w:r></w:p>
+            <w:p><w:r><w:t>End</w:t></w:r></w:p>"#,
+            inline(
+                r#"descr="A cartoon duck holding a paper&#xA;&#xA;Description automatically generated""#,
+                &pic("A cartoon duck holding a paper")
+            ),
+            inline(
+                "",
+                &format!(
+                    "<wpg:wgp>{}{}</wpg:wgp>",
+                    pic("Left duck"),
+                    pic("Right duck")
+                )
+            ),
+            inline(r#"title="Chosen""#, ""),
+        );
+        let md = markdown_of(&docx(&body, &[]));
+        assert_eq!(
+            md,
+            "Look:\n\n*Image: A cartoon duck holding a paper*\n\n*Image: Left duck*\n\n\
+             *Image: Right duck*\n\n*Image: Chosen*\n\n*Image: Old VML chart*\n\nEnd"
+        );
+    }
+
+    #[test]
+    fn corpus_picture_alt_text() {
+        let Some(bytes) = corpus("office/docx/sources/docx_grouped_images.docx") else {
+            return;
+        };
+        let md = markdown_of(&bytes);
+        assert_in_order(
+            &md,
+            &[
+                "## Grouped images",
+                "There are 2 pictures grouped together",
+                "*Image: Docling*",
+                "each wrapped “Top and bottom”",
+                "*Image: Docling Java*",
+            ],
+        );
     }
 
     #[test]

@@ -41,6 +41,11 @@ impl ExtractError {
         Self::new("pdf_encrypted", detail, false)
     }
 
+    /// A password-protected Office document (Word, Excel, PowerPoint).
+    pub fn document_encrypted(detail: impl Into<String>) -> Self {
+        Self::new("document_encrypted", detail, false)
+    }
+
     /// A file over a size limit of an extractor.
     pub fn too_large(detail: impl Into<String>) -> Self {
         Self::new("file_too_large", detail, false)

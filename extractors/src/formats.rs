@@ -34,6 +34,14 @@ pub enum Kind {
     Xml,
     /// Rich Text Format.
     Rtf,
+    /// Email messages (RFC 5322 with MIME).
+    Email,
+    /// Outlook messages (`.msg`, a CFB compound file of MAPI properties).
+    Outlook,
+    /// Jupyter notebooks.
+    Notebook,
+    /// Lightweight markup sources: reStructuredText, Org, LaTeX, Typst, AsciiDoc, BibTeX.
+    Markup,
     /// Subtitles and transcripts: SRT, WebVTT, SBV.
     Transcript,
     /// Raster images: accepted and marked for OCR.
@@ -55,6 +63,9 @@ impl Kind {
                 | Kind::Xml
                 | Kind::Rtf
                 | Kind::Transcript
+                | Kind::Email
+                | Kind::Notebook
+                | Kind::Markup
         )
     }
 
@@ -69,6 +80,9 @@ impl Kind {
             Kind::Csv => "built-in (csv)",
             Kind::Html => "built-in HTML to Markdown (scraper, html5ever)",
             Kind::Json | Kind::Xml | Kind::Rtf | Kind::Transcript => "built-in",
+            Kind::Email => "built-in (mail-parser)",
+            Kind::Outlook => "built-in (cfb)",
+            Kind::Notebook | Kind::Markup => "built-in",
             Kind::Image => "ocr stage (tesseract)",
             Kind::Universal => "LibreOffice headless",
         }
@@ -202,6 +216,25 @@ pub const ACCEPTED_FORMATS: &[Format] = &[
     f("ndjson", Kind::Json, "application/x-ndjson"),
     f("xml", Kind::Xml, "application/xml"),
     f("rtf", Kind::Rtf, "application/rtf"),
+    f("eml", Kind::Email, "message/rfc822"),
+    f("msg", Kind::Outlook, "application/vnd.ms-outlook"),
+    f("ipynb", Kind::Notebook, "application/x-ipynb+json"),
+    f("rst", Kind::Markup, "text/x-rst"),
+    f("org", Kind::Markup, "text/x-org"),
+    f("tex", Kind::Markup, "application/x-tex"),
+    f("latex", Kind::Markup, "application/x-latex"),
+    f("typ", Kind::Markup, "text/x-typst"),
+    f("adoc", Kind::Markup, "text/asciidoc"),
+    f("asciidoc", Kind::Markup, "text/asciidoc"),
+    f("bib", Kind::Markup, "application/x-bibtex"),
+    f("fb2", Kind::Xml, "application/x-fictionbook+xml"),
+    f("dbk", Kind::Xml, "application/docbook+xml"),
+    f("nxml", Kind::Xml, "application/jats+xml"),
+    f("opml", Kind::Xml, "text/x-opml"),
+    f("svg", Kind::Xml, "image/svg+xml"),
+    f("yaml", Kind::Json, "application/yaml"),
+    f("yml", Kind::Json, "application/yaml"),
+    f("toml", Kind::Json, "application/toml"),
     f("srt", Kind::Transcript, "application/x-subrip"),
     f("vtt", Kind::Transcript, "text/vtt"),
     f("sbv", Kind::Transcript, "text/x-sbv"),

@@ -28,14 +28,29 @@ pub fn extract(
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
     let (text, encoding) = decode_html(input.bytes)?;
-    let mut extraction = to_markdown(&text, limits, control)?;
+    let mut extraction = convert(&text, true, limits, control)?;
     extraction.metadata.encoding = Some(encoding.to_string());
     Ok(extraction)
 }
 
 /// Converts an HTML document (already decoded) to Markdown, with its title and language.
+/// Navigation is dropped: a page (an e-book chapter, a mail body) made only of it gives no
+/// text.
 pub fn to_markdown(
     html: &str,
+    limits: &Limits,
+    control: &Control,
+) -> Result<Extraction, ExtractError> {
+    convert(html, false, limits, control)
+}
+
+/// [`to_markdown`]; with `navigation_fallback`, a page whose text is all navigation (an
+/// EPUB's `nav.xhtml`, a site map handed in alone) keeps that navigation rather than coming
+/// out empty: only the whole document's result decides, so a page with any other text still
+/// drops its menus.
+fn convert(
+    html: &str,
+    navigation_fallback: bool,
     limits: &Limits,
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
@@ -54,8 +69,16 @@ pub fn to_markdown(
     let mut writer = Writer::default();
     let body = find_element(root, "body").unwrap_or(root);
     walk_children(&mut writer, &ctx, body, 0, 0)?;
-    let markdown = writer.finish();
+    let mut markdown = writer.finish();
     let mut warnings = Vec::new();
+    if navigation_fallback && markdown.trim().is_empty() {
+        markdown = navigation_text(&ctx, body)?;
+        if !markdown.trim().is_empty() {
+            warnings.push(
+                "the page has no text but its navigation, which was kept as its text".to_string(),
+            );
+        }
+    }
     if ctx.truncated.get() {
         warnings.push(format!(
             "the page was cut short at {} characters of Markdown",
@@ -477,6 +500,50 @@ fn walk(
     Ok(())
 }
 
+/// The navigation elements (`<nav>`, `role="navigation"`) of `body` that are not hidden nor
+/// inside a dropped element, written in order (one inside another is written with it). One
+/// pass over the tree, whatever the number of elements and their depth.
+fn navigation_text(ctx: &Context<'_>, body: Dom<'_>) -> Result<String, ExtractError> {
+    let mut writer = Writer::default();
+    let mut skip_until: Option<ego_tree::NodeId> = None;
+    let mut depth = 0usize;
+    for edge in body.traverse() {
+        match edge {
+            ego_tree::iter::Edge::Open(node) => {
+                depth += 1;
+                if skip_until.is_some() || node.id() == body.id() {
+                    continue;
+                }
+                ctx.tick()?;
+                let Some(element) = node.value().as_element() else {
+                    continue;
+                };
+                if is_navigation(element) && !is_hidden(element) {
+                    walk_children(&mut writer, ctx, node, depth, 0)?;
+                    writer.flush();
+                    skip_until = Some(node.id());
+                } else if is_dropped(element) {
+                    skip_until = Some(node.id());
+                }
+            }
+            ego_tree::iter::Edge::Close(node) => {
+                depth = depth.saturating_sub(1);
+                if skip_until == Some(node.id()) {
+                    skip_until = None;
+                }
+            }
+        }
+    }
+    Ok(writer.finish())
+}
+
+fn is_navigation(element: &scraper::node::Element) -> bool {
+    element.name() == "nav"
+        || element
+            .attr("role")
+            .is_some_and(|r| r.trim().eq_ignore_ascii_case("navigation"))
+}
+
 fn is_dropped(element: &scraper::node::Element) -> bool {
     if matches!(
         element.name(),
@@ -500,11 +567,12 @@ fn is_dropped(element: &scraper::node::Element) -> bool {
     }
     // Navigation is page chrome, not the document's text (dropping it costs wiki_duck.html
     // about 0.015 of similarity against a ground truth that keeps its menus).
-    if element.attr("hidden").is_some()
-        || element
-            .attr("role")
-            .is_some_and(|r| r.trim().eq_ignore_ascii_case("navigation"))
-    {
+    is_navigation(element) || is_hidden(element)
+}
+
+/// Hidden by an attribute or an inline style.
+fn is_hidden(element: &scraper::node::Element) -> bool {
+    if element.attr("hidden").is_some() {
         return true;
     }
     if element
@@ -1015,6 +1083,39 @@ mod tests {
             "<script>var x=1;</script><style>p{}</style><p hidden>h1</p><div aria-hidden=\"true\">h2</div><span style=\"display: none\">h3</span><p>kept</p><template>t</template><noscript>n</noscript><nav>menu</nav><div role=\"navigation\">links</div>",
         );
         assert_eq!(out, "kept");
+    }
+
+    #[test]
+    fn a_page_of_navigation_alone_keeps_it() {
+        let nav = r#"<?xml version="1.0" encoding="UTF-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops"><head><title>Contents</title></head>
+<body><nav epub:type="toc" id="toc"><h2>Table of Contents</h2><ol>
+<li><a href="c1.xhtml">The Grave of the Slave</a></li>
+<li><a href="c2.xhtml">Hours</a><ol><li><a href="c2.xhtml#s1">Morning</a></li></ol></li></ol></nav>
+<nav epub:type="landmarks" hidden=""><ol><li><a href="c1.xhtml">Start reading</a></li></ol></nav>
+<div role="navigation"><a href="index.html">Home</a></div></body></html>"#;
+        let extraction = run(nav.as_bytes()).unwrap();
+        let out = crate::markdown::tidy(&extraction.markdown);
+        assert_eq!(
+            out,
+            "## Table of Contents\n\n1. [The Grave of the Slave](c1.xhtml)\n2. [Hours](c2.xhtml)\n    \
+             1. [Morning](c2.xhtml#s1)\n\n[Home](index.html)"
+        );
+        assert_eq!(extraction.warnings.len(), 1, "{:?}", extraction.warnings);
+        // As an e-book chapter or a mail body the same page stays empty, and a page with any
+        // other text still drops its navigation.
+        assert_eq!(md(nav), "");
+        let page = "<nav><a href=\"/\">Home</a></nav><main><p>Body text.</p></main>";
+        let extraction = run(page.as_bytes()).unwrap();
+        assert_eq!(extraction.markdown, "Body text.");
+        assert!(extraction.warnings.is_empty());
+        // Hidden navigation stays hidden.
+        assert_eq!(
+            run(b"<nav hidden><a href=\"x\">Secret</a></nav>")
+                .unwrap()
+                .markdown,
+            ""
+        );
     }
 
     #[test]

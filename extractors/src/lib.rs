@@ -14,6 +14,7 @@ pub mod limits;
 pub mod markdown;
 pub mod model;
 pub mod ooxml;
+pub mod sniff;
 pub mod subprocess;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -22,10 +23,14 @@ pub mod zipsafe;
 
 pub mod csv;
 pub mod docx;
+pub mod email;
 pub mod epub;
 pub mod html;
 pub mod image;
 pub mod json;
+pub mod markup;
+pub mod msg;
+pub mod notebook;
 pub mod odf;
 pub mod pdf;
 pub mod plain;
@@ -74,6 +79,14 @@ fn dispatch(
     limits: &Limits,
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
+    if matches!(kind, Kind::Docx | Kind::Pptx | Kind::Spreadsheet)
+        && sniff::is_encrypted_office(input.bytes)
+    {
+        return Err(ExtractError::document_encrypted(format!(
+            "the .{} file is password-protected: save it without a password and upload it again",
+            input.extension
+        )));
+    }
     match kind {
         Kind::Text => plain::extract(input, limits, control),
         Kind::Pdf => pdf::extract(input, limits, control),
@@ -87,6 +100,10 @@ fn dispatch(
         Kind::Json => json::extract(input, limits, control),
         Kind::Xml => xml::extract(input, limits, control),
         Kind::Rtf => rtf::extract(input, limits, control),
+        Kind::Email => email::extract(input, limits, control),
+        Kind::Outlook => msg::extract(input, limits, control),
+        Kind::Notebook => notebook::extract(input, limits, control),
+        Kind::Markup => markup::extract(input, limits, control),
         Kind::Transcript => transcript::extract(input, limits, control),
         Kind::Image => image::extract(input, limits, control),
         Kind::Universal => universal::extract(input, limits, control),
@@ -99,18 +116,22 @@ pub fn extractor_version(kind: Kind) -> &'static str {
     match kind {
         Kind::Text => "text-1",
         Kind::Pdf => "pdf-1",
-        Kind::Docx => "docx-1",
-        Kind::Pptx => "pptx-1",
+        Kind::Docx => "docx-2",
+        Kind::Pptx => "pptx-2",
         Kind::Spreadsheet => "spreadsheet-1",
-        Kind::Odt | Kind::Odp => "odf-1",
-        Kind::Epub => "epub-1",
-        Kind::Html => "html-1",
+        Kind::Odt | Kind::Odp => "odf-2",
+        Kind::Epub => "epub-2",
+        Kind::Html => "html-2",
         Kind::Csv => "csv-1",
         Kind::Json => "json-1",
-        Kind::Xml => "xml-1",
-        Kind::Rtf => "rtf-1",
+        Kind::Xml => "xml-2",
+        Kind::Rtf => "rtf-2",
+        Kind::Email => "email-1",
+        Kind::Outlook => "msg-1",
+        Kind::Notebook => "notebook-1",
+        Kind::Markup => "markup-1",
         Kind::Transcript => "transcript-1",
         Kind::Image => "image-1",
-        Kind::Universal => "universal-1",
+        Kind::Universal => "universal-2",
     }
 }

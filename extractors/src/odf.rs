@@ -1,7 +1,9 @@
 //! OpenDocument text and presentations (ODT, ODP): `content.xml` as Markdown, with headings
 //! from outline levels and heading styles, nested lists, tables with spans, charts' data,
 //! notes appended at the end, and for presentations each page's title as a heading followed
-//! by its frames and speaker notes. Metadata from `meta.xml`.
+//! by its frames and speaker notes. Embedded formula objects (MathML, `Object N/content.xml`)
+//! are written as TeX math: `$...$` in a paragraph, `$$...$$` on their own. Metadata from
+//! `meta.xml`.
 
 use std::collections::HashMap;
 
@@ -43,6 +45,7 @@ pub fn extract(
         limits,
         control,
         notes: Vec::new(),
+        formulas: Vec::new(),
         ticks: 0,
         cell_depth: 0,
         warnings: Vec::new(),
@@ -167,6 +170,8 @@ struct Writer<'a> {
     limits: &'a Limits,
     control: &'a Control,
     notes: Vec<String>,
+    /// The formulas written inline so far (see `inline_text`).
+    formulas: Vec<String>,
     ticks: usize,
     cell_depth: usize,
     warnings: Vec<String>,
@@ -308,12 +313,21 @@ impl Writer<'_> {
         self.blocks(&wrapper, depth, out)
     }
 
-    /// A paragraph's text, and the blocks anchored in it (text boxes, charts).
+    /// A paragraph's text, and the blocks anchored in it (text boxes, charts). A paragraph
+    /// that is one formula and nothing else is display math: `$$...$$`.
     fn inline_text(&mut self, p: &Element) -> Result<(String, Blocks), ExtractError> {
         let mut text = String::new();
         let mut deferred = Blocks::default();
+        let formulas_before = self.formulas.len();
         self.inline(p, &mut text, &mut deferred)?;
-        Ok((markdown_line(&text), deferred))
+        let text = markdown_line(&text);
+        if self.formulas.len() == formulas_before + 1
+            && let Some(tex) = self.formulas.last()
+            && text == format!("${tex}$")
+        {
+            return Ok((format!("$${tex}$$"), deferred));
+        }
+        Ok((text, deferred))
     }
 
     fn inline(
@@ -354,9 +368,8 @@ impl Writer<'_> {
                     self.notes.push(body);
                     text.push_str(&format!("[^{}]", self.notes.len()));
                 }
-                "frame" | "custom-shape" | "g" | "rect" | "ellipse" => {
-                    self.drawing(child, deferred)?
-                }
+                "frame" => self.frame(child, Some(text), deferred)?,
+                "custom-shape" | "g" | "rect" | "ellipse" => self.drawing(child, deferred)?,
                 "annotation" | "annotation-end" | "bookmark" | "bookmark-start"
                 | "bookmark-end" | "soft-page-break" | "tracked-changes" | "deletion" => {}
                 _ => self.inline(child, text, deferred)?,
@@ -374,26 +387,42 @@ impl Writer<'_> {
                     self.drawing(child, out)?;
                 }
             }
-            "frame" => {
-                for child in shape.elements() {
-                    match child.name.as_str() {
-                        "text-box" => self.blocks(child, 0, out)?,
-                        "table" => {
-                            let table = self.table(child)?;
-                            out.push(&table, false);
-                        }
-                        "object" => self.object(child, out)?,
-                        _ => {}
-                    }
-                }
-            }
+            "frame" => self.frame(shape, None, out)?,
             _ => self.blocks(shape, 0, out)?,
         }
         Ok(())
     }
 
-    /// An embedded object: a chart's own data table, labelled with the chart's kind.
-    fn object(&mut self, object: &Element, out: &mut Blocks) -> Result<(), ExtractError> {
+    /// A frame: text boxes, tables and embedded objects. With `inline` (a frame anchored in a
+    /// paragraph), a formula joins the paragraph's text as `$...$`; the rest goes to `out`.
+    fn frame(
+        &mut self,
+        frame: &Element,
+        mut inline: Option<&mut String>,
+        out: &mut Blocks,
+    ) -> Result<(), ExtractError> {
+        for child in frame.elements() {
+            match child.name.as_str() {
+                "text-box" => self.blocks(child, 0, out)?,
+                "table" => {
+                    let table = self.table(child)?;
+                    out.push(&table, false);
+                }
+                "object" => self.object(child, inline.as_deref_mut(), out)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// An embedded object: a formula as TeX math, or a chart's own data table labelled with
+    /// the chart's kind.
+    fn object(
+        &mut self,
+        object: &Element,
+        inline: Option<&mut String>,
+        out: &mut Blocks,
+    ) -> Result<(), ExtractError> {
         let Some(href) = object.attr("href") else {
             return Ok(());
         };
@@ -406,6 +435,22 @@ impl Writer<'_> {
         else {
             return Ok(());
         };
+        if let Some(math) = (root.name == "math")
+            .then_some(&root)
+            .or_else(|| root.find("math"))
+        {
+            let tex = formula_tex(math);
+            if !tex.is_empty() {
+                match inline {
+                    Some(text) => {
+                        text.push_str(&format!(" ${tex}$ "));
+                        self.formulas.push(tex);
+                    }
+                    None => out.push(&format!("$${tex}$$"), false),
+                }
+            }
+            return Ok(());
+        }
         // `office:chart` wraps `chart:chart`: both have the local name `chart`.
         let Some(chart) = root.find("chart").map(|c| c.child("chart").unwrap_or(c)) else {
             return Ok(());
@@ -583,6 +628,170 @@ fn trim_empty(rows: &mut Vec<Vec<String>>) {
     }
 }
 
+/// A formula object's TeX: its MathML converted, else the StarMath source LibreOffice keeps
+/// in an `annotation` (what the author typed, close enough to TeX to search).
+fn formula_tex(math: &Element) -> String {
+    let mut tex = String::new();
+    mathml(math, &mut tex);
+    let tex = markdown::collapse_whitespace(&tex);
+    if !tex.is_empty() {
+        return tex;
+    }
+    let mut annotations = Vec::new();
+    math.find_all("annotation", &mut annotations);
+    annotations
+        .first()
+        .map(|a| markdown::collapse_whitespace(&a.text()))
+        .unwrap_or_default()
+}
+
+/// Presentation MathML as TeX: tokens, scripts, fractions, radicals, over/under scripts
+/// (large operators take limits), fences and tables; annotations skipped. The tree's depth is
+/// capped when parsed, which bounds this recursion.
+fn mathml(e: &Element, out: &mut String) {
+    if e.name == "mtable" {
+        // Before `parts`: a table's cells are read through its rows here, each once.
+        let rows: Vec<String> = e
+            .elements()
+            .filter(|r| r.name == "mtr" || r.name == "mlabeledtr")
+            .map(|row| {
+                row.children_named("mtd")
+                    .map(|cell| {
+                        let mut s = String::new();
+                        mathml(cell, &mut s);
+                        markdown::collapse_whitespace(&s)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" & ")
+            })
+            .collect();
+        out.push_str(&format!(
+            " \\begin{{matrix}} {} \\end{{matrix}} ",
+            rows.join(" \\\\ ")
+        ));
+        return;
+    }
+    let parts: Vec<String> = e
+        .elements()
+        .map(|c| {
+            let mut s = String::new();
+            mathml(c, &mut s);
+            markdown::collapse_whitespace(&s)
+        })
+        .collect();
+    let part = |i: usize| parts.get(i).cloned().unwrap_or_default();
+    match e.name.as_str() {
+        "mi" | "mn" | "mo" => {
+            out.push(' ');
+            push_math_text(&e.text(), out);
+            out.push(' ');
+        }
+        "mtext" | "ms" => {
+            let text = markdown::collapse_whitespace(&e.text());
+            if !text.is_empty() {
+                out.push_str(&format!(" \\text{{{text}}} "));
+            }
+        }
+        "msup" => out.push_str(&format!(" {}^{{{}}} ", base(&part(0)), part(1))),
+        "msub" => out.push_str(&format!(" {}_{{{}}} ", base(&part(0)), part(1))),
+        "msubsup" => out.push_str(&format!(
+            " {}_{{{}}}^{{{}}} ",
+            base(&part(0)),
+            part(1),
+            part(2)
+        )),
+        "mfrac" => out.push_str(&format!(" \\frac{{{}}}{{{}}} ", part(0), part(1))),
+        "msqrt" => out.push_str(&format!(" \\sqrt{{{}}} ", parts.join(" "))),
+        "mroot" => out.push_str(&format!(" \\sqrt[{}]{{{}}} ", part(1), part(0))),
+        "munder" | "mover" | "munderover" => {
+            let (under, over) = match e.name.as_str() {
+                "munder" => (Some(part(1)), None),
+                "mover" => (None, Some(part(1))),
+                _ => (Some(part(1)), Some(part(2))),
+            };
+            let body = part(0);
+            if is_large_operator(&body) {
+                out.push_str(&format!(" {body}"));
+                if let Some(under) = under {
+                    out.push_str(&format!("_{{{under}}}"));
+                }
+                if let Some(over) = over {
+                    out.push_str(&format!("^{{{over}}}"));
+                }
+                out.push(' ');
+            } else {
+                let mut body = body;
+                if let Some(under) = under {
+                    body = format!("\\underset{{{under}}}{{{body}}}");
+                }
+                if let Some(over) = over {
+                    body = match over.as_str() {
+                        "¯" | "‾" | "―" => format!("\\overline{{{body}}}"),
+                        "^" | "ˆ" => format!("\\hat{{{body}}}"),
+                        "~" | "˜" => format!("\\tilde{{{body}}}"),
+                        "→" | "\\rightarrow" => format!("\\vec{{{body}}}"),
+                        "˙" | "." => format!("\\dot{{{body}}}"),
+                        _ => format!("\\overset{{{over}}}{{{body}}}"),
+                    };
+                }
+                out.push_str(&format!(" {body} "));
+            }
+        }
+        "mfenced" => {
+            let open = e.attr("open").unwrap_or("(");
+            let close = e.attr("close").unwrap_or(")");
+            let separator = e
+                .attr("separators")
+                .and_then(|s| s.trim().chars().next())
+                .unwrap_or(',');
+            let inner = parts.join(&format!(" {separator} "));
+            out.push_str(&format!(" \\left{open} {inner} \\right{close} "));
+        }
+        "annotation" | "annotation-xml" | "mspace" | "none" | "mprescripts" | "malignmark"
+        | "maligngroup" => {}
+        _ => {
+            out.push(' ');
+            out.push_str(&parts.join(" "));
+            out.push(' ');
+        }
+    }
+}
+
+/// A script's base, braced when it is more than one token.
+fn base(text: &str) -> String {
+    if text.contains(' ') {
+        format!("{{{text}}}")
+    } else {
+        text.to_string()
+    }
+}
+
+fn is_large_operator(text: &str) -> bool {
+    matches!(
+        text,
+        "\\sum" | "\\prod" | "\\int" | "\\lim" | "lim" | "∑" | "∏" | "∫" | "⋃" | "⋂"
+    )
+}
+
+/// A token's characters, Greek letters and operators as TeX commands.
+fn push_math_text(text: &str, out: &mut String) {
+    let text = text.trim();
+    if text == "lim" {
+        out.push_str("\\lim");
+        return;
+    }
+    for c in text.chars() {
+        match crate::docx::math_symbol(c) {
+            Some(name) => {
+                out.push(' ');
+                out.push_str(name.trim_start());
+                out.push(' ');
+            }
+            None => out.push(c),
+        }
+    }
+}
+
 /// ODF collapses runs of whitespace in text (spaces are written as `text:s`), so a
 /// paragraph's text is collapsed per line, keeping its line breaks.
 fn markdown_line(text: &str) -> String {
@@ -711,6 +920,81 @@ mod tests {
         );
     }
 
+    /// An ODT whose paragraphs embed formula objects, as LibreOffice Writer saves them: a
+    /// `draw:frame` holding a `draw:object` (and its picture replacement), each object's
+    /// MathML in `Object N/content.xml` with the StarMath source as an annotation.
+    fn formula_document(objects: &[(&str, &str)], body: &str) -> Vec<u8> {
+        let content = format!(
+            r#"<office:document-content {NS} xmlns:xlink="http://www.w3.org/1999/xlink"><office:body><office:text>{body}</office:text></office:body></office:document-content>"#
+        );
+        let mut entries: Vec<(String, String)> = vec![
+            (
+                "mimetype".to_string(),
+                "application/vnd.oasis.opendocument.text".to_string(),
+            ),
+            ("content.xml".to_string(), content),
+        ];
+        for (name, math) in objects {
+            entries.push((
+                format!("{name}/content.xml"),
+                format!(
+                    r#"<?xml version="1.0" encoding="UTF-8"?><math:math xmlns:math="http://www.w3.org/1998/Math/MathML" display="block">{math}</math:math>"#
+                ),
+            ));
+        }
+        let entries: Vec<(&str, &str)> = entries
+            .iter()
+            .map(|(n, c)| (n.as_str(), c.as_str()))
+            .collect();
+        zip_of(&entries)
+    }
+
+    fn formula_frame(object: &str) -> String {
+        format!(
+            r#"<draw:frame draw:name="{object}" text:anchor-type="as-char"><draw:object xlink:href="./{object}" xlink:type="simple" xlink:show="embed" xlink:actuate="onLoad"/><draw:image xlink:href="./ObjectReplacements/{object}"/></draw:frame>"#
+        )
+    }
+
+    #[test]
+    fn formula_objects_become_tex_math() {
+        let pythagoras = r#"<math:semantics><math:mrow><math:msup><math:mi>a</math:mi><math:mn>2</math:mn></math:msup><math:mo>+</math:mo><math:msup><math:mi>b</math:mi><math:mn>2</math:mn></math:msup><math:mo>=</math:mo><math:msup><math:mi>c</math:mi><math:mn>2</math:mn></math:msup></math:mrow><math:annotation encoding="StarMath 5.0">a^2 + b^2 = c^2</math:annotation></math:semantics>"#;
+        let sum = r#"<math:semantics><math:mrow><math:munderover><math:mo stretchy="false">∑</math:mo><math:mrow><math:mi>i</math:mi><math:mo>=</math:mo><math:mn>1</math:mn></math:mrow><math:mi>n</math:mi></math:munderover><math:mfrac><math:mn>1</math:mn><math:msqrt><math:mi>i</math:mi></math:msqrt></math:mfrac><math:mo>×</math:mo><math:mi>π</math:mi></math:mrow><math:annotation encoding="StarMath 5.0">sum from{i=1} to n {1 over sqrt i} times %pi</math:annotation></math:semantics>"#;
+        // No presentation MathML: the StarMath source is what is left.
+        let starmath_only = r#"<math:semantics><math:annotation encoding="StarMath 5.0">x over y</math:annotation></math:semantics>"#;
+        let body = format!(
+            r#"<text:p>{}</text:p><text:p>The sum {} grows.</text:p><text:p>{}</text:p><text:p>{}</text:p>"#,
+            formula_frame("Object 1"),
+            formula_frame("Object 2"),
+            formula_frame("Object 3"),
+            formula_frame("Object 9"),
+        );
+        let bytes = formula_document(
+            &[
+                ("Object 1", pythagoras),
+                ("Object 2", sum),
+                ("Object 3", starmath_only),
+            ],
+            &body,
+        );
+        let extraction = run(extract, &bytes, "odt").unwrap();
+        assert_eq!(
+            extraction.markdown,
+            "$$a^{2} + b^{2} = c^{2}$$\n\n\
+             The sum $\\sum_{i = 1}^{n} \\frac{1}{\\sqrt{i}} \\times \\pi$ grows.\n\n\
+             $$x over y$$"
+        );
+    }
+
+    #[test]
+    fn mathml_fences_matrices_and_accents() {
+        let math = r#"<math xmlns="http://www.w3.org/1998/Math/MathML"><mrow><mover accent="true"><mi>v</mi><mo>→</mo></mover><mo>=</mo><mfenced open="[" close="]"><mtable><mtr><mtd><mi>α</mi></mtd><mtd><mn>0</mn></mtd></mtr><mtr><mtd><mroot><mi>x</mi><mn>3</mn></mroot></mtd><mtd><msubsup><mi>y</mi><mi>i</mi><mn>2</mn></msubsup></mtd></mtr></mtable></mfenced><mtext>for all</mtext><munder><mi>lim</mi><mrow><mi>n</mi><mo>→</mo><mi>∞</mi></mrow></munder></mrow></math>"#;
+        let root = ooxml::parse(math, "formula", &Limits::default(), &Control::default()).unwrap();
+        assert_eq!(
+            formula_tex(&root),
+            "\\vec{v} = \\left[ \\begin{matrix} \\alpha & 0 \\\\ \\sqrt[3]{x} & y_{i}^{2} \\end{matrix} \\right] \\text{for all} \\lim_{n → \\infty}"
+        );
+    }
+
     #[test]
     fn malformed_files_get_clear_codes() {
         let code = |bytes: &[u8]| run(extract, bytes, "odt").unwrap_err().code;
@@ -733,6 +1017,18 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(32))]
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let result = run(extract, &bytes, "odt");
+            prop_assert!(result.err().is_none_or(|e| e.code != "extractor_crashed"));
+        }
+
+        #[test]
+        fn mutated_formula_documents_never_panic(cut in 0usize..4_000, flips in proptest::collection::vec((0usize..4_000, any::<u8>()), 0..8)) {
+            let math = r#"<math:semantics><math:mrow><math:mfrac><math:mi>a</math:mi><math:msqrt><math:mi>b</math:mi></math:msqrt></math:mfrac><math:mtable><math:mtr><math:mtd><math:mn>1</math:mn></math:mtd></math:mtr></math:mtable></math:mrow><math:annotation encoding="StarMath 5.0">a over sqrt b</math:annotation></math:semantics>"#;
+            let mut bytes = formula_document(
+                &[("Object 1", math)],
+                &format!("<text:p>x {}</text:p>", formula_frame("Object 1")),
+            );
+            mutate(&mut bytes, &flips, cut);
             let result = run(extract, &bytes, "odt");
             prop_assert!(result.err().is_none_or(|e| e.code != "extractor_crashed"));
         }

@@ -64,20 +64,135 @@ pub fn extract(
     limits: &Limits,
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
-    let start = input
-        .bytes
+    let bytes = input.bytes.strip_prefix(UTF8_BOM).unwrap_or(input.bytes);
+    let start = bytes
         .iter()
         .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(input.bytes.len());
-    let bytes = input.bytes.get(start..).unwrap_or_default();
-    if !bytes.starts_with(b"{\\rtf") {
-        return Err(ExtractError::malformed(
-            "the file does not start with the RTF header {\\rtf",
-        ));
+        .unwrap_or(bytes.len());
+    let bytes = bytes.get(start..).unwrap_or_default();
+    let headerless = !bytes.starts_with(b"{\\rtf");
+    if headerless && !looks_like_rtf(bytes) {
+        return as_plain_text(bytes);
     }
     let mut parser = Parser::new(limits);
-    parser.run(bytes, limits, control)?;
-    Ok(parser.finish())
+    parser.run(bytes, headerless, limits, control)?;
+    let mut extraction = parser.finish();
+    if headerless {
+        extraction.warnings.insert(
+            0,
+            "the file has no RTF header ({\\rtf); its control words were read as RTF".to_string(),
+        );
+    }
+    Ok(extraction)
+}
+
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// How much of a headerless file is looked at for control words.
+const SNIFF_BYTES: usize = 4096;
+
+/// Control words common in RTF bodies, for telling headerless RTF from text that happens to
+/// hold a backslash (a Windows path, a TeX formula).
+const BODY_WORDS: &[&str] = &[
+    "par",
+    "pard",
+    "plain",
+    "b",
+    "i",
+    "ul",
+    "ulnone",
+    "f",
+    "fs",
+    "cf",
+    "cb",
+    "highlight",
+    "line",
+    "tab",
+    "ansi",
+    "ansicpg",
+    "deff",
+    "fonttbl",
+    "colortbl",
+    "stylesheet",
+    "sect",
+    "cell",
+    "row",
+    "trowd",
+    "intbl",
+    "u",
+    "uc",
+    "lang",
+    "ql",
+    "qc",
+    "qr",
+    "qj",
+    "li",
+    "ri",
+    "fi",
+    "sa",
+    "sb",
+    "sl",
+    "s",
+    "cs",
+    "deflang",
+    "viewkind",
+    "page",
+];
+
+/// A file without the `{\rtf` header that still reads as RTF: it opens with a group or a
+/// control word (`{\f0 ...`, `\pard ...`, as some converters write a body alone), or its head
+/// has at least three different common control words.
+fn looks_like_rtf(bytes: &[u8]) -> bool {
+    let opens_with_control = match bytes {
+        [b'{', b'\\', ..] => true,
+        [b'\\', next, ..] => next.is_ascii_alphabetic(),
+        _ => false,
+    };
+    if opens_with_control {
+        return true;
+    }
+    let head = bytes
+        .get(..bytes.len().min(SNIFF_BYTES))
+        .unwrap_or_default();
+    let mut seen: Vec<&[u8]> = Vec::new();
+    for (at, _) in head.iter().enumerate().filter(|(_, b)| **b == b'\\') {
+        let word: &[u8] = head.get(at + 1..).unwrap_or_default();
+        let len = word.iter().take_while(|b| b.is_ascii_lowercase()).count();
+        let word = word.get(..len).unwrap_or_default();
+        // A control word ends at a digit, a space or anything but a letter.
+        let known = BODY_WORDS.iter().any(|w| w.as_bytes() == word);
+        if known && !seen.contains(&word) {
+            seen.push(word);
+        }
+        if seen.len() >= 3 {
+            return true;
+        }
+    }
+    false
+}
+
+/// A `.rtf` file with neither the header nor control words is read as the text it is, with a
+/// warning; binary content is refused as a damaged RTF file.
+fn as_plain_text(bytes: &[u8]) -> Result<Extraction, ExtractError> {
+    let decoded = crate::text::decode_text(bytes).map_err(|_| {
+        ExtractError::malformed("the file is neither RTF (no {\\rtf header) nor text")
+    })?;
+    let mut warnings = Vec::new();
+    if !decoded.text.trim().is_empty() {
+        warnings.push(
+            "the file has no RTF header ({\\rtf) and no control words; it was read as plain text"
+                .to_string(),
+        );
+    }
+    Ok(Extraction {
+        markdown: decoded.text,
+        metadata: Metadata {
+            encoding: Some(decoded.encoding.to_string()),
+            ..Metadata::default()
+        },
+        warnings,
+        ..Extraction::default()
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,9 +318,12 @@ impl Parser {
         }
     }
 
+    /// Reads `bytes`. A document with the header ends where its root group closes; a
+    /// `headerless` body is read to its end, stray closing braces skipped.
     fn run(
         &mut self,
         bytes: &[u8],
+        headerless: bool,
         limits: &Limits,
         control: &Control,
     ) -> Result<(), ExtractError> {
@@ -239,10 +357,11 @@ impl Parser {
                     self.fallback_left = 0;
                     match self.stack.pop() {
                         Some(group) => self.group = group,
+                        None if headerless => {}
                         None => break,
                     }
                     at += 1;
-                    if opened_root && self.stack.is_empty() {
+                    if opened_root && self.stack.is_empty() && !headerless {
                         break;
                     }
                 }
@@ -698,9 +817,54 @@ Bin \bin5 {}\\x after\par
     }
 
     #[test]
+    fn headerless_bodies_are_read_as_rtf() {
+        // A body alone, as some converters write it: groups and control words, no {\rtf1.
+        let body = br"{\fonttbl{\f0 Arial;}}{\colortbl;\red0\green0\blue0;}
+\pard\plain\f0\fs24 Caf\'e9 \b bold\b0  text.\par
+{\i Second} paragraph.\par
+}
+\pard After a stray brace.\par";
+        let e = run(body).unwrap();
+        assert_eq!(
+            e.markdown,
+            "Café bold text.\n\nSecond paragraph.\n\nAfter a stray brace."
+        );
+        assert_eq!(e.warnings.len(), 1, "{:?}", e.warnings);
+        assert!(e.warnings[0].contains("no RTF header"), "{:?}", e.warnings);
+        // Opening with a control word, after a byte-order mark.
+        let e = run(b"\xEF\xBB\xBF\\pard Hello\\par World\\par").unwrap();
+        assert_eq!(e.markdown, "Hello\n\nWorld");
+        // Text first, but three different body control words in its head.
+        let e = run(br"Title line\par \b Bold\b0\par \i end\i0\par").unwrap();
+        assert_eq!(e.markdown, "Title line\n\nBold\n\nend");
+        // A byte-order mark before a real header is no longer refused.
+        let e = run(b"\xEF\xBB\xBF{\\rtf1 ok\\par}").unwrap();
+        assert_eq!(e.markdown, "ok");
+        assert!(e.warnings.is_empty());
+    }
+
+    #[test]
+    fn plain_text_in_an_rtf_file_is_read_as_text() {
+        let e = run("Just a note,\nsaved as C:\\notes\\par.rtf — café".as_bytes()).unwrap();
+        assert_eq!(
+            e.markdown,
+            "Just a note,\nsaved as C:\\notes\\par.rtf — café"
+        );
+        assert_eq!(e.metadata.encoding.as_deref(), Some("UTF-8"));
+        assert_eq!(e.warnings.len(), 1, "{:?}", e.warnings);
+        assert!(e.warnings[0].contains("plain text"));
+        let e = run(b"").unwrap();
+        assert_eq!(e.markdown, "");
+        assert!(e.warnings.is_empty());
+        // Binary content is not text either.
+        assert_eq!(
+            run(b"\x00\x01\x02PK\x03\x04\x00\x00").unwrap_err().code,
+            "malformed_document"
+        );
+    }
+
+    #[test]
     fn malformed_and_hostile() {
-        assert_eq!(run(b"hello").unwrap_err().code, "malformed_document");
-        assert_eq!(run(b"").unwrap_err().code, "malformed_document");
         let deep = format!("{{\\rtf1 {}x{}}}", "{".repeat(100_000), "}".repeat(100_000));
         assert_eq!(
             run(deep.as_bytes()).unwrap_err().code,

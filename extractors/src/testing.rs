@@ -22,6 +22,24 @@ pub fn zip_of<D: AsRef<[u8]>>(entries: &[(&str, D)]) -> Vec<u8> {
     out.into_inner()
 }
 
+/// An OLE2 compound file with empty streams of these names (`/WordDocument`, ...), as legacy
+/// Office, Outlook and password-protected Office files are.
+pub fn ole2_of(streams: &[&str]) -> Vec<u8> {
+    let mut compound = cfb::CompoundFile::create(Cursor::new(Vec::new())).unwrap();
+    for name in streams {
+        compound.create_stream(name).unwrap();
+    }
+    compound.flush().unwrap();
+    compound.into_inner().into_inner()
+}
+
+/// `bytes` in a temporary file, for checks that read a file by path.
+pub fn stored(bytes: &[u8]) -> tempfile::NamedTempFile {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), bytes).unwrap();
+    file
+}
+
 pub type Extractor = fn(Input<'_>, &Limits, &Control) -> Result<Extraction, ExtractError>;
 
 pub fn run(

@@ -14,6 +14,7 @@ const STABLE_CODES: &[&str] = &[
     "malformed_document",
     "document_too_complex",
     "pdf_encrypted",
+    "document_encrypted",
     "unsupported_file_type",
     "file_too_large",
     "extraction_timeout",
@@ -25,7 +26,8 @@ const STABLE_CODES: &[&str] = &[
 /// case starts a process).
 const IN_PROCESS: &[&str] = &[
     "txt", "docx", "pptx", "xlsx", "xls", "ods", "odt", "odp", "epub", "html", "csv", "json",
-    "jsonl", "xml", "rtf", "srt", "vtt", "sbv", "png", "tif",
+    "jsonl", "xml", "rtf", "srt", "vtt", "sbv", "png", "tif", "eml", "msg", "ipynb", "rst", "org",
+    "tex", "typ", "adoc", "bib", "fb2", "dbk", "nxml", "opml", "svg", "yaml", "yml", "toml",
 ];
 
 fn corpus(relative: &str) -> PathBuf {

@@ -48,6 +48,7 @@ fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
 pub const CONVERSION_FAILURE_CODES: &[&str] = &[
     "converter_failed",
     "converter_unavailable",
+    "document_encrypted",
     "document_too_complex",
     "extraction_timeout",
     "extractor_crashed",

@@ -459,6 +459,7 @@ async fn a_fresh_api_shows_every_known_series_at_zero() {
     for code in [
         "converter_failed",
         "converter_unavailable",
+        "document_encrypted",
         "document_too_complex",
         "extraction_timeout",
         "extractor_crashed",
