@@ -29,6 +29,8 @@ pub struct DocumentOut {
     pub summary: Option<String>,
     pub tags: Vec<String>,
     pub suggested_stem: Option<String>,
+    /// The format Shelf reads the file as, by its accepted extension (`docx`, `txt`, ...):
+    /// the filename's own extension, or what the content is when that does not fit.
     pub extension: String,
     /// `upload` or `import`.
     pub source_kind: String,
