@@ -98,6 +98,96 @@ impl Pix {
         Pix::from_raw(raw).ok_or_else(|| OcrError::failed("cannot scale the page image"))
     }
 
+    /// The rows `top..top + height` of this image (clamped to it), as a new image.
+    pub(crate) fn rows(&self, top: u32, height: u32) -> Result<Pix, OcrError> {
+        let to_i32 = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+        // SAFETY: boxCreate returns a new box or null; pixClipRectangle reads the live source
+        // and the box, clamps the box to the image and returns a new Pix or null; the box is
+        // destroyed once.
+        let raw = unsafe {
+            let mut rect = lept::boxCreate(0, to_i32(top), to_i32(self.width()), to_i32(height));
+            if rect.is_null() {
+                return Err(OcrError::failed("cannot crop the page image"));
+            }
+            let clipped = lept::pixClipRectangle(self.as_ptr(), rect, std::ptr::null_mut());
+            lept::boxDestroy(&mut rect);
+            clipped
+        };
+        Pix::from_raw(raw).ok_or_else(|| OcrError::failed("cannot crop the page image"))
+    }
+
+    /// How many dark pixels (under half intensity) each row holds, top to bottom.
+    pub(crate) fn dark_pixels_by_row(&self) -> Result<Vec<u32>, OcrError> {
+        let failed = || OcrError::failed("cannot measure the page image's rows");
+        // SAFETY: pixConvertTo1 reads the live source and returns a new 1-bit Pix (dark = 1)
+        // or null; pixCountPixelsByRow reads it and returns a new NUMA or null; both are
+        // destroyed once, after the counts are copied out.
+        unsafe {
+            let mut binary = lept::pixConvertTo1(self.as_ptr(), 128);
+            if binary.is_null() {
+                return Err(failed());
+            }
+            let mut counts = lept::pixCountPixelsByRow(binary, std::ptr::null_mut());
+            lept::pixDestroy(&mut binary);
+            if counts.is_null() {
+                return Err(failed());
+            }
+            let n = lept::numaGetCount(counts).max(0);
+            let mut out = Vec::with_capacity(n as usize);
+            for i in 0..n {
+                let mut v = 0;
+                lept::numaGetIValue(counts, i, &mut v);
+                out.push(u32::try_from(v).unwrap_or(0));
+            }
+            lept::numaDestroy(&mut counts);
+            Ok(out)
+        }
+    }
+
+    /// This image as 8-bit gray scaled to exactly `width`×`height`, row by row (for comparing
+    /// two renderings of a page at thumbnail size).
+    pub(crate) fn gray_thumbnail(&self, width: u32, height: u32) -> Result<Vec<u8>, OcrError> {
+        let failed = || OcrError::failed("cannot scale the page image");
+        let (w, h) = (
+            i32::try_from(width).map_err(|_| failed())?,
+            i32::try_from(height).map_err(|_| failed())?,
+        );
+        // SAFETY: each Leptonica call reads a live Pix and returns a new one or null; every
+        // Pix made here is destroyed once; pixGetPixel reads inside the image's bounds.
+        unsafe {
+            let mut gray = lept::pixConvertTo8(self.as_ptr(), 0);
+            if gray.is_null() {
+                return Err(failed());
+            }
+            let mut small = lept::pixScaleToSize(gray, w, h);
+            lept::pixDestroy(&mut gray);
+            if small.is_null() {
+                return Err(failed());
+            }
+            if lept::pixGetWidth(small) != w || lept::pixGetHeight(small) != h {
+                lept::pixDestroy(&mut small);
+                return Err(failed());
+            }
+            let mut out = Vec::with_capacity((width as usize) * (height as usize));
+            for y in 0..h {
+                for x in 0..w {
+                    let mut v: u32 = 0;
+                    lept::pixGetPixel(small, x, y, &mut v);
+                    out.push(u8::try_from(v).unwrap_or(u8::MAX));
+                }
+            }
+            lept::pixDestroy(&mut small);
+            Ok(out)
+        }
+    }
+
+    /// Records `dpi` as the image's resolution.
+    pub(crate) fn set_resolution(&mut self, dpi: u32) {
+        let dpi = i32::try_from(dpi).unwrap_or(0);
+        // SAFETY: the pointer is a live Pix owned by self.
+        unsafe { lept::pixSetResolution(self.as_ptr(), dpi, dpi) };
+    }
+
     /// The image as PNG bytes.
     pub(crate) fn to_png(&self) -> Result<Vec<u8>, OcrError> {
         let mut data: *mut u8 = std::ptr::null_mut();
@@ -262,6 +352,43 @@ pub(crate) fn decode(bytes: &[u8], index: u32, max_pixels: u64) -> Result<Pix, O
         return Err(unreadable("the image has no pixels"));
     }
     Ok(pix)
+}
+
+/// Decodes an image that poppler's `pdfimages` wrote: PNM (its default), or JPEG/PNG through
+/// `decode`. PNM is accepted here only: uploads are held to the documented formats.
+pub(crate) fn decode_extracted(bytes: &[u8], max_pixels: u64) -> Result<Pix, OcrError> {
+    if !matches!(bytes.get(0..2), Some(b"P4" | b"P5" | b"P6")) {
+        return decode(bytes, 0, max_pixels);
+    }
+    quiet_leptonica();
+    let (mut fmt, mut w, mut h, mut bps, mut spp, mut cmap) = (0, 0, 0, 0, 0, 0);
+    // SAFETY: Leptonica reads at most `bytes.len()` bytes and writes the six integers.
+    let failed = unsafe {
+        lept::pixReadHeaderMem(
+            bytes.as_ptr(),
+            bytes.len(),
+            &mut fmt,
+            &mut w,
+            &mut h,
+            &mut bps,
+            &mut spp,
+            &mut cmap,
+        )
+    };
+    if failed != 0 || w <= 0 || h <= 0 {
+        return Err(unreadable("the extracted image header cannot be read"));
+    }
+    let pixels = (w as u64).saturating_mul(h as u64);
+    if pixels > max_pixels {
+        return Err(OcrError::new(
+            "image_too_large",
+            format!("the page image is {w}×{h} ({pixels} pixels); the limit is {max_pixels}"),
+            false,
+        ));
+    }
+    // SAFETY: as above; a new Pix or null.
+    let raw = unsafe { lept::pixReadMem(bytes.as_ptr(), bytes.len()) };
+    Pix::from_raw(raw).ok_or_else(|| unreadable("the extracted image cannot be decoded"))
 }
 
 /// Decodes a PNG that our renderer produced (no format or page questions).

@@ -4,10 +4,13 @@
 //! It knows nothing of documents, the database or the engine; the `ocr` stage drives it.
 //!
 //! Modules: `image` (format, header check, Leptonica decoding, the owned `Pix`), `pdf`
-//! (pdfinfo and pdftoppm under the subprocess runner), `orientation` (OSD's answer to a
-//! rotation), `tesseract` (owned engine and monitor, the one-thread OpenMP limit). This file
-//! holds the public types, the engine pools and the recognition of one page.
+//! (pdfinfo, pdftoppm and pdfimages under the subprocess runner), `bands` (page geometry:
+//! scans at their own resolution, tall pages in bands, wide ones scaled), `orientation`
+//! (OSD's answer to a rotation, confirmed by readings where OSD is not sure), `tesseract` (owned engine and monitor, the one-thread
+//! OpenMP limit). This file holds the public types, the engine pools and the recognition of
+//! one page.
 
+mod bands;
 mod image;
 mod orientation;
 mod pdf;
@@ -32,8 +35,8 @@ pub struct OcrSettings {
     pub pdf_dpi: u32,
     /// Time one page may take, rendering included (`SHELF_OCR_TIMEOUT_SECONDS`).
     pub page_timeout: Duration,
-    /// Retry a page whose confidence stays under the threshold at the other rotations
-    /// (`SHELF_OCR_ROTATION_RETRY`).
+    /// Also check the orientation of pages whose confidence stays under the threshold, whatever
+    /// orientation detection said (`SHELF_OCR_ROTATION_RETRY`).
     pub rotation_retry: bool,
     /// Mean word confidence (0 to 100) under which a page is low-confidence.
     pub low_confidence_threshold: f32,
@@ -72,7 +75,8 @@ pub struct PageText {
     pub confidence: f32,
     /// Clockwise rotation applied to make the page upright: 0, 90, 180 or 270.
     pub rotation_degrees: u32,
-    /// Recognition passes made (1; more when rotation retry tried other rotations).
+    /// Recognition passes made: 1, or 2 to 3 when the orientation was checked by reading the
+    /// page turned (`orientation::read_upright`).
     pub passes: u32,
     /// The resolution Tesseract was told.
     pub dpi: u32,
@@ -202,6 +206,9 @@ pub struct Recognizer {
 struct Reading {
     text: String,
     confidence: f32,
+    /// How well the reading holds up against another of the same page turned
+    /// (`orientation::score`).
+    score: f32,
 }
 
 impl Recognizer {
@@ -217,7 +224,7 @@ impl Recognizer {
     }
 
     /// The same recognizer (sharing its engines) with orientation detection on or off. Off,
-    /// pages are read as they are (rotation retry still applies).
+    /// pages are read as they are (a page that reads poorly is still tried turned).
     pub fn with_orientation_detection(mut self, on: bool) -> Self {
         self.detect_orientation = on;
         self
@@ -275,95 +282,56 @@ impl Recognizer {
         let settings = &self.shared.settings;
         self.check(control)?;
         let mut warnings = Vec::new();
-        let (pix, dpi) = match page {
-            PageImage::Raster { bytes, index } => {
-                let pix = image::decode(bytes, index, settings.max_pixels)?;
-                let own = pix.resolution();
-                let dpi = if CREDIBLE_DPI.contains(&own) {
-                    own
-                } else {
-                    warnings.push(format!(
-                        "the image states no credible resolution ({own} dpi); {ASSUMED_DPI} dpi \
-                         assumed"
-                    ));
-                    ASSUMED_DPI
-                };
-                (pix, dpi)
-            }
-            PageImage::PdfPage { path, number } => {
-                let rendered =
-                    pdf::render(path, number, settings.pdf_dpi, settings.max_pixels, control)?;
-                warnings.extend(rendered.warnings);
-                (rendered.pix, rendered.dpi)
+        let (pix, dpi) = match self.load(page, &mut warnings, control)? {
+            bands::Loaded::Whole(pix, dpi) => (pix, dpi),
+            bands::Loaded::Bands(source, dpi) => {
+                return self.recognize_bands(source, dpi, keep_image, warnings, control);
             }
         };
         self.check(control)?;
 
-        let mut rotation = 0;
-        if self.detect_orientation {
+        let decision = if self.detect_orientation {
             let mut osd = self
                 .shared
                 .orientation
                 .take(&settings.languages, Role::Orientation)?;
             let decision = orientation::detect(osd.engine()?, &pix, dpi);
             drop(osd);
-            warnings.extend(decision.warning);
-            rotation = decision.rotate_cw;
             self.check(control)?;
-        }
-        let upright = if rotation == 0 {
-            pix
+            decision
         } else {
-            pix.rotated(rotation)?
+            orientation::undetected()
         };
 
         let mut engine = self
             .shared
             .recognizers
             .take(&settings.languages, Role::Recognize)?;
-        let mut best = self.read(engine.engine()?, &upright, dpi, control)?;
-        let mut best_turn = 0;
-        let mut passes = 1;
-        if settings.rotation_retry && best.confidence < settings.low_confidence_threshold {
-            for turn in [90, 180, 270] {
-                let turned = upright.rotated(turn)?;
-                let reading = match self.read(engine.engine()?, &turned, dpi, control) {
-                    Ok(reading) => reading,
-                    Err(e) if e.code == "ocr_timeout" => {
-                        warnings.push(
-                            "rotation retry stopped at the page deadline; the best reading so \
-                             far was kept"
-                                .into(),
-                        );
-                        passes += 1;
-                        break;
-                    }
-                    Err(e) => return Err(e),
-                };
-                passes += 1;
-                if reading.confidence > best.confidence {
-                    best = reading;
-                    best_turn = turn;
-                }
-            }
-        }
+        let trial = orientation::Trial {
+            retry_under: settings
+                .rotation_retry
+                .then_some(settings.low_confidence_threshold),
+        };
+        let upright = orientation::read_upright(&pix, &decision, &trial, &mut |turned| {
+            self.read(engine.engine()?, turned, dpi, control)
+        })?;
         drop(engine);
+        warnings.extend(upright.warnings);
 
         let image_png = if keep_image {
-            let kept = if best_turn == 0 {
-                upright.to_png()?
+            Some(if upright.turn == 0 {
+                pix.to_png()?
             } else {
-                upright.rotated(best_turn)?.to_png()?
-            };
-            Some(kept)
+                pix.rotated(upright.turn)?.to_png()?
+            })
         } else {
             None
         };
         Ok(PageText {
-            text: best.text,
-            confidence: best.confidence,
-            rotation_degrees: (rotation + best_turn) % 360,
-            passes,
+            text: upright.reading.text,
+            confidence: upright.reading.confidence,
+            rotation_degrees: upright.turn,
+            passes: upright.passes,
             dpi,
             warnings,
             image_png,
@@ -392,8 +360,10 @@ impl Recognizer {
                 } else {
                     confidences.iter().map(|&c| c as f32).sum::<f32>() / confidences.len() as f32
                 };
+                let text = engine.text().trim_end().to_string();
                 Ok(Reading {
-                    text: engine.text().trim_end().to_string(),
+                    score: orientation::score(&text, &confidences),
+                    text,
                     confidence,
                 })
             }

@@ -32,6 +32,16 @@ pub(crate) struct Engine {
 // once, which the pool prevents (an engine is owned by exactly one page at a time).
 unsafe impl Send for Engine {}
 
+/// One recognized line (`Engine::lines`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TextLine {
+    /// The line's text, ending with a newline as Tesseract gives it.
+    pub text: String,
+    pub top: c_int,
+    pub bottom: c_int,
+    pub starts_paragraph: bool,
+}
+
 /// Why recognition stopped early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stopped {
@@ -198,6 +208,54 @@ impl Engine {
             tess::TessDeleteText(raw);
             text
         }
+    }
+
+    /// The lines of the last recognition, in reading order, each with its vertical extent
+    /// (pixel rows of the image) and whether it starts a paragraph.
+    pub(crate) fn lines(&mut self) -> Vec<TextLine> {
+        let mut out = Vec::new();
+        let line = tess::TessPageIteratorLevel_RIL_TEXTLINE;
+        // SAFETY: a live handle after a finished Recognize; the iterator is ours to delete
+        // once; the page iterator it hands out is owned by it (not freed by us); each text is
+        // ours to free with TessDeleteText.
+        unsafe {
+            let it = tess::TessBaseAPIGetIterator(self.api.as_ptr());
+            if it.is_null() {
+                return out;
+            }
+            let page = tess::TessResultIteratorGetPageIterator(it);
+            loop {
+                let raw = tess::TessResultIteratorGetUTF8Text(it, line);
+                if !raw.is_null() {
+                    let text = CStr::from_ptr(raw).to_string_lossy().into_owned();
+                    tess::TessDeleteText(raw);
+                    let (mut left, mut top, mut right, mut bottom) = (0, 0, 0, 0);
+                    tess::TessPageIteratorBoundingBox(
+                        page,
+                        line,
+                        &mut left,
+                        &mut top,
+                        &mut right,
+                        &mut bottom,
+                    );
+                    let starts_paragraph = tess::TessPageIteratorIsAtBeginningOf(
+                        page,
+                        tess::TessPageIteratorLevel_RIL_PARA,
+                    ) != 0;
+                    out.push(TextLine {
+                        text,
+                        top,
+                        bottom,
+                        starts_paragraph,
+                    });
+                }
+                if tess::TessResultIteratorNext(it, line) == 0 {
+                    break;
+                }
+            }
+            tess::TessResultIteratorDelete(it);
+        }
+        out
     }
 
     /// Each recognized word's confidence (0 to 100) from the last recognition.

@@ -179,31 +179,26 @@ fn rotated_phototests_read_like_the_upright_page() {
             "{file}: CER {rate:.4} vs upright:\n{}",
             page.text
         );
-        assert_eq!(page.passes, 1);
+        // OSD is not sure enough of these (confidence 9 to 11) to skip the confirmation: the
+        // page is also read as it is (issue 25).
+        assert!(page.passes <= 2, "{file}: {} passes", page.passes);
     }
 }
 
+/// Without OSD, a page that reads poorly is still tried turned (issue 25; the retry setting
+/// is no longer needed for it): upside down first, then on its side to tell 90° from 180°.
 #[test]
-fn without_orientation_detection_a_turned_page_needs_rotation_retry() {
+fn without_orientation_detection_a_turned_page_is_tried_turned() {
     let upright = &phototest().text;
     let plain = recognizer().clone().with_orientation_detection(false);
     let sideways = raster(&plain, "tesseract/phototest-rotated-L.png", 0).unwrap();
-    assert_eq!(sideways.rotation_degrees, 0);
-    assert!(cer(upright, &sideways.text) > 0.5, "{}", sideways.text);
-
-    let retrying = Recognizer::new(OcrSettings {
-        rotation_retry: true,
-        ..OcrSettings::default()
-    })
-    .with_orientation_detection(false);
-    let retried = raster(&retrying, "tesseract/phototest-rotated-L.png", 0).unwrap();
-    assert_eq!(retried.passes, 4);
-    assert_eq!(retried.rotation_degrees, 90);
-    assert!(cer(upright, &retried.text) <= 0.02, "{}", retried.text);
+    assert_eq!(sideways.passes, 3);
+    assert_eq!(sideways.rotation_degrees, 90);
+    assert!(cer(upright, &sideways.text) <= 0.02, "{}", sideways.text);
 }
 
 #[test]
-fn rotated_pdf_pages_are_rendered_at_the_configured_dpi_and_turned_upright() {
+fn rotated_pdf_scans_are_rendered_and_turned_upright() {
     let expected = text_of("rotated-pdf/expected.txt");
     let r = Recognizer::new(OcrSettings {
         pdf_dpi: 180,
@@ -227,6 +222,8 @@ fn rotated_pdf_pages_are_rendered_at_the_configured_dpi_and_turned_upright() {
                 &Control::default(),
             )
             .unwrap();
+        // Each page is one 600-dpi scan: over 400 dpi, rendered at the configured 180 (not
+        // decoded whole from the image).
         assert_eq!(page.dpi, 180, "{file}");
         assert_eq!(page.rotation_degrees, rotation, "{file}");
         let rate = cer(&expected, &page.text);

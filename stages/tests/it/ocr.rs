@@ -130,3 +130,62 @@ async fn correction_never_keeps_the_ocr_text_and_says_so() {
         "{events:?}"
     );
 }
+
+/// Pages of one document are read several at once, and that changes neither the document's
+/// page order nor how a failed page is reported (issue 25). `three-pages.tif` is phototest,
+/// nine magazine pages tiled on one page (about a minute of recognition) and eurotext; with a
+/// 15 s page limit the middle page fails `ocr_timeout` (as in the black-box test of the
+/// setting, the limit is far from both sides). One page at a time, page 3 is read only after
+/// page 2 failed; three at once, page 3 is read while page 2 is still in flight, so its
+/// `page_read` event comes first: the pages overlapped by construction, not by a timing.
+#[tokio::test]
+async fn pages_read_at_once_keep_their_order_and_their_own_failures() {
+    for (at_once, third_before_second) in [(1, false), (3, true)] {
+        let s = with(|deps| {
+            deps.ocr.page_concurrency = at_once;
+            deps.ocr.fail_on_page_error = false;
+            deps.ocr.recognition.page_timeout = std::time::Duration::from_secs(15);
+        })
+        .await;
+        let run = run_default(&s, &ocr_corpus("made/three-pages.tif")).await;
+        assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+        let pages = shelf_documents::pages::run_pages(&s.documents.db, &run.subject, &run.id)
+            .await
+            .unwrap();
+        let sources: Vec<(u32, shelf_documents::PageSource)> =
+            pages.iter().map(|p| (p.number, p.source)).collect();
+        use shelf_documents::PageSource::{Failed, Ocr};
+        assert_eq!(
+            sources,
+            [(1, Ocr), (2, Failed), (3, Ocr)],
+            "{at_once} at once"
+        );
+        let error = pages[1].error.clone().unwrap_or_default();
+        assert!(error.starts_with("ocr_timeout"), "{error}");
+        let ocr = output(&s, &run, "ocr").await;
+        assert_eq!(ocr["failed_pages"], serde_json::json!([2]), "{ocr}");
+        // The document's text is page 1 then page 3, whichever finished first.
+        let text = shelf_documents::get_text(&s.documents.db, ocr["text_id"].as_str().unwrap())
+            .await
+            .unwrap()
+            .unwrap()
+            .body;
+        let first = text.find("lazy fox").expect("phototest's words");
+        let third = text.find("braune Fuchs").expect("eurotext's words");
+        assert!(first < third, "{text}");
+        let events = event_kinds(&s, &run).await;
+        let at = |kind: &str, starts: &str| {
+            events
+                .iter()
+                .position(|(k, m)| k == kind && m.starts_with(starts))
+                .unwrap_or_else(|| panic!("no {kind} {starts}: {events:?}"))
+        };
+        let third_read = at("page_read", "page 3:");
+        let second_failed = at("stage_warning", "page 2 could not be read");
+        assert_eq!(
+            third_read < second_failed,
+            third_before_second,
+            "{at_once} at once: {events:?}"
+        );
+    }
+}

@@ -267,11 +267,13 @@ async fn openai_correct_errors_map_like_clean() {
 #[tokio::test]
 async fn local_correct_fixes_what_it_can_verify_and_nothing_else() {
     let provider = LocalProvider::new();
-    let source = "The rnorning vvorld was c0ld in 1998; the infor-\nmation came from\nKarlsruhe, see https://example.org/rn0d.";
+    // A token with a digit (`c0ld`) is a code, never a word to fix; nor are names and
+    // acronyms (issue 25).
+    let source = "The rnorning vvorld was c0ld in 1998; the infor-\nmation came from\nKarlsruhe, see https://example.org/rn0d. Walt kept HCL.";
     let corrected = provider.correct(page(source, "")).await.unwrap();
     assert_eq!(
         corrected,
-        "The morning world was cold in 1998; the information\ncame from\nKarlsruhe, see https://example.org/rn0d."
+        "The morning world was c0ld in 1998; the information\ncame from\nKarlsruhe, see https://example.org/rn0d. Walt kept HCL."
     );
     assert_eq!(
         provider.correct(page(&corrected, "")).await.unwrap(),
