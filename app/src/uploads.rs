@@ -70,6 +70,10 @@ impl UploadError {
 /// blocking pool when it ends (most documents: the peer benchmark's average 11.6 KB).
 const WRITE_BUFFER_BYTES: usize = 1 << 20;
 
+/// How much of an upload's start its content is first judged on, before the rest is read: a
+/// few bytes could be the start of UTF-16 text that only looks binary so far.
+const JUDGED_HEAD_BYTES: usize = 512;
+
 /// Removes the staged file unless it was moved away; runs on drop, so a request whose client
 /// disconnects mid-upload (its future is dropped) leaves nothing behind.
 struct StagedFile {
@@ -168,11 +172,13 @@ impl UploadSink {
                 if !self.sniffed {
                     // Every partial head refuses an archive on its first chunk (a signature
                     // needs all its bytes, so a prefix never misfires); the content is judged
-                    // once its first SNIFF_BYTES are here.
+                    // once JUDGED_HEAD_BYTES are here (enough to tell UTF-16 from binary), and
+                    // for the last time on its first SNIFF_BYTES.
                     check_upload_prefix(&self.head)?;
-                    if let Some(sniff) = self.head.get(..SNIFF_BYTES) {
+                    if self.head.len() >= JUDGED_HEAD_BYTES {
+                        let sniff = self.head.get(..SNIFF_BYTES).unwrap_or(&self.head);
                         check_upload_head(self.extension.as_deref(), sniff)?;
-                        self.sniffed = true;
+                        self.sniffed = self.head.len() >= SNIFF_BYTES;
                     }
                 }
                 if self.head.len() >= WRITE_BUFFER_BYTES {
@@ -611,7 +617,12 @@ mod tests {
             ))
         ));
         let mut sink = UploadSink::begin(store.clone(), "a.txt", 1 << 20).expect("begin");
-        let err = sink.push(b"PK\x03\x04rest").await.expect_err("zip");
+        // A ZIP whose first entry is a plain file: an archive from its first chunk on.
+        let mut zip = b"PK\x03\x04".to_vec();
+        zip.extend([0u8; 22]);
+        zip.extend([9, 0, 0, 0]);
+        zip.extend(b"notes.txtrest");
+        let err = sink.push(&zip).await.expect_err("zip");
         assert!(matches!(
             err,
             UploadError::Documents(DocumentsError::ArchiveNotSupported { .. })
@@ -787,11 +798,29 @@ mod tests {
     #[tokio::test]
     async fn binary_text_is_refused() {
         let (_dir, store) = store().await;
+        // Judged once enough of it is in, before anything is written.
         let mut sink = UploadSink::begin(store.clone(), "a.txt", 1 << 20).expect("begin");
-        let err = sink.push(b"abc\0def").await.expect_err("binary");
+        sink.push(b"abc\0def")
+            .await
+            .expect("too little to judge yet");
+        let err = sink
+            .push(&[b"\x01\x02\0\0\x07".as_slice(); 200].concat())
+            .await
+            .expect_err("binary");
         assert!(matches!(
             err,
             UploadError::Documents(DocumentsError::BinaryContent)
+        ));
+        assert!(!store.uploads_dir().exists(), "nothing may be written");
+        // A short upload is judged when it ends.
+        let mut short = UploadSink::begin(store.clone(), "b.txt", 1 << 20).expect("begin");
+        short
+            .push(b"abc\0def")
+            .await
+            .expect("too little to judge yet");
+        assert!(matches!(
+            short.finish().await,
+            Err(UploadError::Documents(DocumentsError::BinaryContent))
         ));
     }
 }

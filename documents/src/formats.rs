@@ -52,14 +52,20 @@ pub fn check_upload_head(extension: Option<&str>, head: &[u8]) -> Result<()> {
         .map_err(refused)
 }
 
-/// Refuses the first bytes of an upload when they are already an archive signature (other
-/// than ZIP, which may be a document): safe on any prefix, since a signature needs all its
+/// Refuses the first bytes of an upload when they already show an archive: a signature other
+/// than ZIP's, or a ZIP whose first entry no document begins with (a DOCX named `.txt` passes
+/// on to [`identify`]). Safe on any prefix: a signature, and an entry's name, need all their
 /// bytes.
 pub fn check_upload_prefix(prefix: &[u8]) -> Result<()> {
     match sniff_archive(prefix) {
         Some(kind) if kind != "zip" => Err(DocumentsError::ArchiveNotSupported {
             detail: format!("content is a {kind} archive"),
         }),
+        Some(_) if shelf_extractors::sniff::zip_is_plain_archive(prefix) => {
+            Err(DocumentsError::ArchiveNotSupported {
+                detail: "content is a zip archive".into(),
+            })
+        }
         _ => Ok(()),
     }
 }
@@ -135,6 +141,15 @@ mod tests {
     fn upload_heads_refuse_archives_on_any_prefix() {
         assert!(check_upload_prefix(b"Rar!\x1a\x07\x00").is_err());
         assert!(check_upload_prefix(b"PK\x03\x04").is_ok());
+        let mut plain = b"PK\x03\x04".to_vec();
+        plain.extend([0u8; 22]);
+        plain.extend([9, 0, 0, 0]);
+        plain.extend(b"notes.txtHello");
+        assert!(check_upload_prefix(&plain).is_err());
+        assert!(
+            check_upload_prefix(&plain[..35]).is_ok(),
+            "the name is not whole yet"
+        );
         assert!(check_upload_prefix(b"Ra").is_ok());
         assert!(check_upload_head(Some("docx"), b"PK\x03\x04rest").is_ok());
         assert_eq!(

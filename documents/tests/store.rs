@@ -80,30 +80,42 @@ async fn refused_uploads_leave_nothing_behind(env: Env) {
         ("renamed.txt", b"PK\x03\x04rest", "archive_not_supported"),
         (
             "report.docx",
-            b"plain text, not a ZIP container",
+            b"\x00\x01\x02binary, not a ZIP container",
             "unsupported_file_type",
         ),
-        ("scan.pdf", b"\x89PNG\r\n\x1a\n", "unsupported_file_type"),
         (
             "slides.ppt",
-            b"random bytes, not a compound file",
+            b"\x00\x01\x02random bytes, not a compound file",
             "unsupported_file_type",
         ),
         ("program.exe", b"MZ\x90\x00", "unsupported_file_type"),
         ("binary.txt", b"abc\0def", "unsupported_file_type"),
-        ("noext", b"hello", "unsupported_file_type"),
     ];
     for (name, bytes, code) in cases {
         let err = env.upload(name, bytes).await.expect_err(name);
         assert_eq!(err.code(), code, "{name}: {err}");
         assert!(err.is_user_error());
     }
-    match env.upload("program.exe", b"x").await {
+    match env.upload("program.exe", b"\x00\x01").await {
         Err(DocumentsError::UnsupportedFileType { detail }) => assert!(detail.contains("exe")),
         other => panic!("{other:?}"),
     }
     assert!(files_under(&env.data_dir().join("uploads")).is_empty());
     assert_eq!(count(env.db(), "SELECT count(*) FROM documents").await, 0);
+    // Content that is another format Shelf reads is read as that format.
+    for (name, bytes, extension) in [
+        (
+            "report.docx",
+            &b"plain text, not a ZIP container"[..],
+            "txt",
+        ),
+        ("scan.pdf", b"\x89PNG\r\n\x1a\n", "png"),
+        ("noext", b"hello", "txt"),
+    ] {
+        let ingested = env.upload(name, bytes).await.expect(name);
+        assert_eq!(ingested.document.extension, extension, "{name}");
+        assert_eq!(ingested.document.filename, name);
+    }
     // UTF-16 with a byte-order mark is text.
     let utf16 = b"\xFF\xFEh\0i\0";
     assert!(env.upload("wide.txt", utf16).await.is_ok());

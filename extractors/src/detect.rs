@@ -279,6 +279,9 @@ pub fn describe(head: &[u8]) -> String {
     if head.starts_with(b"{\\rtf") {
         return "an RTF document".into();
     }
+    if head.starts_with(b"MZ") || head.starts_with(b"\x7fELF") {
+        return "a program".into();
+    }
     if is_text(head) {
         return "text".into();
     }

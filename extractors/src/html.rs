@@ -779,17 +779,7 @@ fn write_quote(
     let mut inner = w.nested();
     walk_children(&mut inner, ctx, node, depth, indent + 1)?;
     let text = inner.finish();
-    let quoted: Vec<String> = text
-        .lines()
-        .map(|l| {
-            if l.is_empty() {
-                ">".to_string()
-            } else {
-                format!("> {l}")
-            }
-        })
-        .collect();
-    w.block(&quoted.join("\n"));
+    w.block(&crate::markdown::quote(&text));
     Ok(())
 }
 

@@ -114,8 +114,8 @@ fn dispatch(
 /// an extractor's output changes, and documents are extracted again.
 pub fn extractor_version(kind: Kind) -> &'static str {
     match kind {
-        Kind::Text => "text-1",
-        Kind::Pdf => "pdf-1",
+        Kind::Text => "text-2",
+        Kind::Pdf => "pdf-2",
         Kind::Docx => "docx-2",
         Kind::Pptx => "pptx-2",
         Kind::Spreadsheet => "spreadsheet-1",

@@ -44,6 +44,20 @@ pub fn heading(level: usize, text: &str) -> String {
     format!("{} {}", "#".repeat(level), collapse_whitespace(text))
 }
 
+/// `text` as a block quote: every line behind `> ` (an empty line as `>`).
+pub fn quote(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.is_empty() {
+                ">".to_string()
+            } else {
+                format!("> {l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The final pass over every extraction: trailing spaces cut, CRLF to LF, at most one blank
 /// line in a row, no blank lines at either end.
 pub fn tidy(markdown: &str) -> String {

@@ -15,8 +15,8 @@ pub fn extract(
     limits: &Limits,
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
-    let decoded = crate::plain::decode(input.bytes)?;
-    let text = decoded.text.trim_start_matches('\u{feff}');
+    let decoded = crate::plain::decode_without_bom(input.bytes)?;
+    let text = decoded.text.as_str();
     if text.trim().is_empty() {
         return Ok(Extraction::default());
     }

@@ -26,3 +26,12 @@ pub fn decode(bytes: &[u8]) -> Result<crate::text::Decoded, ExtractError> {
         DecodeError::Binary => ExtractError::unsupported("binary content in a text file"),
     })
 }
+
+/// [`decode`] for sources parsed as a language (JSON, YAML, markup, XML...), whose parsers
+/// do not expect the byte-order marks some editors leave at the start.
+pub fn decode_without_bom(bytes: &[u8]) -> Result<crate::text::Decoded, ExtractError> {
+    let mut decoded = decode(bytes)?;
+    let marks = decoded.text.len() - decoded.text.trim_start_matches('\u{feff}').len();
+    decoded.text.drain(..marks);
+    Ok(decoded)
+}

@@ -51,6 +51,9 @@ pub fn by_content(head: &[u8], path: Option<&Path>) -> Sniffed {
     if crate::detect::find(head, b"%PDF-").is_some_and(|at| at <= 1024) {
         return known("pdf");
     }
+    if is_executable(head) {
+        return Sniffed::Unknown;
+    }
     if let Some(kind) = image_kind(head) {
         return known(match kind {
             "PNG" => "png",
@@ -62,6 +65,26 @@ pub fn by_content(head: &[u8], path: Option<&Path>) -> Sniffed {
         });
     }
     text_format(head).map_or(Sniffed::Unknown, Sniffed::Format)
+}
+
+/// A program (Windows PE, ELF, Mach-O, Java class, WebAssembly): never a document, even when
+/// its first bytes would decode as text.
+fn is_executable(head: &[u8]) -> bool {
+    let pe = head.starts_with(b"MZ")
+        && head
+            .get(2)
+            .is_none_or(|b| !b.is_ascii_graphic() && *b != b' ');
+    pe || [
+        &b"\x7fELF"[..],
+        b"\xfe\xed\xfa\xce",
+        b"\xfe\xed\xfa\xcf",
+        b"\xce\xfa\xed\xfe",
+        b"\xcf\xfa\xed\xfe",
+        b"\xca\xfe\xba\xbe",
+        b"\0asm",
+    ]
+    .iter()
+    .any(|magic| head.starts_with(magic))
 }
 
 fn known(extension: &str) -> Sniffed {
@@ -100,8 +123,15 @@ pub fn zip_format(path: &Path) -> Option<&'static Format> {
 /// Whether the first entry of a ZIP container (its local header, at the start of the file)
 /// is one a document begins with: `mimetype` (ODF, EPUB: required first), or a part of Office
 /// Open XML. Any other first entry is an archive of files, refused on the upload's first
-/// chunk; a document is confirmed by its central directory once the file is whole.
+/// chunk; a document is confirmed by its central directory once the file is whole. True while
+/// the entry's name lies past the bytes seen so far (decided later).
 fn first_entry_may_be_document(head: &[u8]) -> bool {
+    !zip_is_plain_archive(head)
+}
+
+/// Whether `prefix` (a file's first bytes, however few) already shows a ZIP archive that is no
+/// document: an empty or spanned archive, or a first entry no document begins with.
+pub fn zip_is_plain_archive(prefix: &[u8]) -> bool {
     const FIRST_PARTS: &[&str] = &[
         "mimetype",
         "[Content_Types].xml",
@@ -114,23 +144,24 @@ fn first_entry_may_be_document(head: &[u8]) -> bool {
         "customXml/",
         "META-INF/",
     ];
-    if !head.starts_with(b"PK\x03\x04") {
-        // An empty archive or a spanned one: no entry to judge by.
+    if sniff_archive(prefix) != Some("zip") {
         return false;
     }
-    let field = |at: usize| {
-        head.get(at..at + 2)
-            .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
-    };
-    let Some(name_len) = field(26) else {
+    if !prefix.starts_with(b"PK\x03\x04") {
+        // An empty archive or a spanned one: no entry to judge by, no document either.
         return true;
+    }
+    let Some(name_len) = prefix
+        .get(26..28)
+        .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
+    else {
+        return false;
     };
-    let Some(name) = head.get(30..30 + name_len) else {
-        // The name lies past the bytes seen so far: decided later.
-        return true;
+    let Some(name) = prefix.get(30..30 + name_len) else {
+        return false;
     };
     let name = String::from_utf8_lossy(name);
-    FIRST_PARTS.iter().any(|part| name.starts_with(part))
+    !FIRST_PARTS.iter().any(|part| name.starts_with(part))
 }
 
 /// An OLE2 compound file's type by its streams.
@@ -366,6 +397,9 @@ mod tests {
     #[test]
     fn binary_content_is_no_text() {
         assert_eq!(sniffed(b"MZ\x90\0\x03\0\0\0\x04\0\0\0\xff\xff"), None);
+        assert_eq!(sniffed(b"MZ"), None, "a program's signature, however short");
+        assert_eq!(sniffed(b"MZ-1 launch report"), Some("txt"));
+        assert_eq!(sniffed(b"\xca\xfe\xba\xbe\0\0\0\x34"), None);
         assert_eq!(sniffed(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0"), None);
         assert_eq!(sniffed(b"text with \x01\x02 control bytes"), None);
         assert_eq!(sniffed(b""), None);

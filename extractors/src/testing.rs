@@ -99,3 +99,36 @@ pub fn mutate(bytes: &mut Vec<u8>, flips: &[(usize, u8)], cut: usize) {
     }
     bytes.truncate(cut);
 }
+
+/// `doc` damaged by [`mutate`], as a new buffer.
+pub fn damaged(doc: &[u8], flips: &[(usize, u8)], cut: usize) -> Vec<u8> {
+    let mut bytes = doc.to_vec();
+    mutate(&mut bytes, flips, cut);
+    bytes
+}
+
+/// The property of the hostile-input tests: `extractor` on `bytes` gives an extraction or a
+/// typed error, never a panic (which the guard turns into `extractor_crashed`). With
+/// `allowed` not empty, the error must also have one of these codes.
+pub fn never_panics(
+    extractor: Extractor,
+    bytes: &[u8],
+    extension: &str,
+    allowed: &[&str],
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    if let Err(e) = run(extractor, bytes, extension) {
+        if allowed.is_empty() {
+            proptest::prop_assert_ne!(e.code, "extractor_crashed", "{}", e.detail);
+        } else {
+            proptest::prop_assert!(allowed.contains(&e.code), "{}: {}", e.code, e.detail);
+        }
+    }
+    Ok(())
+}
+
+/// `text` has none of `parts`.
+pub fn assert_absent(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(!text.contains(part), "{part:?} in:\n{text}");
+    }
+}

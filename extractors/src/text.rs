@@ -161,12 +161,15 @@ fn utf16_without_bom(bytes: &[u8]) -> Option<Wide> {
     nul_pattern(odd_nul, even_nul, pairs, Wide::Utf16Le, Wide::Utf16Be)
 }
 
-/// Text full of control characters is binary data that happened to decode.
+/// Text full of control characters is binary data that happened to decode. Only C0 controls
+/// and DEL count: binary bytes decode to them whatever the encoding, while C1 controls
+/// (U+0080 to U+009F) are what mis-encoded punctuation in real text becomes (a bullet written
+/// as U+0084 in a UTF-8 Markdown file).
 fn finish(text: String, encoding: &'static str) -> Result<Decoded, DecodeError> {
     let total = text.chars().count();
     let controls = text
         .chars()
-        .filter(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t' | '\u{c}'))
+        .filter(|c| (*c < ' ' || *c == '\u{7f}') && !matches!(c, '\n' | '\r' | '\t' | '\u{c}'))
         .count();
     if total > 0 && controls * 100 > total {
         return Err(DecodeError::Binary);
@@ -273,6 +276,9 @@ mod tests {
         assert_eq!(decode_text(&noise), Err(DecodeError::Binary));
         let controls = b"\x01\x02\x03\x04\x05\x06\x07\x08abc";
         assert_eq!(decode_text(controls), Err(DecodeError::Binary));
+        // C1 controls are mis-encoded punctuation in real text, not binary.
+        let bullets = "- \u{84} \u{84} They work in parallel\n".repeat(20);
+        assert!(decode_text(bullets.as_bytes()).is_ok());
     }
 
     proptest! {

@@ -39,8 +39,8 @@ pub fn extract(
     limits: &Limits,
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
-    let decoded = crate::plain::decode(input.bytes)?;
-    let text = decoded.text.trim_start_matches('\u{feff}');
+    let decoded = crate::plain::decode_without_bom(input.bytes)?;
+    let text = decoded.text.as_str();
     let flavor = flavor_of(input.extension, text);
     let parsed = parse(text, flavor, control)?;
     let mut warnings = parsed.warnings;

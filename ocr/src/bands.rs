@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use crate::image::{self, Pix};
-use crate::tesseract::{Engine, Role, Stopped};
+use crate::tesseract::{Engine, Role};
 use crate::{ASSUMED_DPI, CREDIBLE_DPI, Control, OcrError, PageImage, PageText, Recognizer, pdf};
 
 /// Tesseract's largest side (`INT16_MAX`: its `Threshold` refuses anything larger).
@@ -310,46 +310,33 @@ impl Recognizer {
         keep: (u32, u32),
         control: &Control,
     ) -> Result<BandReading, OcrError> {
-        self.check(control)?;
-        let time_left = control
-            .remaining()
-            .unwrap_or(self.shared.settings.page_timeout);
-        engine.set_image(band, dpi);
-        let outcome = engine.recognize(control, time_left);
-        let reading = match outcome {
-            Ok(()) => {
-                let confidences = engine.word_confidences();
-                let text = if keep == (0, u32::MAX) {
-                    engine.text().trim_end().to_string()
-                } else {
-                    let mut text = String::new();
-                    for line in engine.lines() {
-                        let middle =
-                            i64::from(top) + (i64::from(line.top) + i64::from(line.bottom)) / 2;
-                        if middle < i64::from(keep.0) || middle >= i64::from(keep.1) {
-                            continue;
-                        }
-                        if line.starts_paragraph && !text.is_empty() {
-                            text.push('\n');
-                        }
-                        text.push_str(&line.text);
+        let failed =
+            || format!("Tesseract could not recognize the band of the page from row {top}");
+        self.pass(engine, band, dpi, control, failed, |engine| {
+            let confidences = engine.word_confidences();
+            let text = if keep == (0, u32::MAX) {
+                engine.text().trim_end().to_string()
+            } else {
+                let mut text = String::new();
+                for line in engine.lines() {
+                    let middle =
+                        i64::from(top) + (i64::from(line.top) + i64::from(line.bottom)) / 2;
+                    if middle < i64::from(keep.0) || middle >= i64::from(keep.1) {
+                        continue;
                     }
-                    text.trim_end().to_string()
-                };
-                Ok(BandReading {
-                    text,
-                    confidence_sum: confidences.iter().map(|&c| f64::from(c)).sum(),
-                    words: confidences.len(),
-                })
+                    if line.starts_paragraph && !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&line.text);
+                }
+                text.trim_end().to_string()
+            };
+            BandReading {
+                text,
+                confidence_sum: confidences.iter().map(|&c| f64::from(c)).sum(),
+                words: confidences.len(),
             }
-            Err(Stopped::Canceled) => Err(OcrError::canceled()),
-            Err(Stopped::Deadline) => Err(OcrError::timeout(self.shared.settings.page_timeout)),
-            Err(Stopped::Failed) => Err(OcrError::failed(format!(
-                "Tesseract could not recognize the band of the page from row {top}"
-            ))),
-        };
-        engine.clear();
-        reading
+        })
     }
 }
 

@@ -280,26 +280,8 @@ pub(crate) fn dimensions(bytes: &[u8], format: Format, index: u32) -> Result<(u6
             }
         }
         _ => {
-            quiet_leptonica();
-            let (mut fmt, mut w, mut h, mut bps, mut spp, mut cmap) = (0, 0, 0, 0, 0, 0);
-            // SAFETY: Leptonica reads at most `bytes.len()` bytes from the slice and writes
-            // the six integers we pass; it decodes no pixels for these formats.
-            let failed = unsafe {
-                lept::pixReadHeaderMem(
-                    bytes.as_ptr(),
-                    bytes.len(),
-                    &mut fmt,
-                    &mut w,
-                    &mut h,
-                    &mut bps,
-                    &mut spp,
-                    &mut cmap,
-                )
-            };
-            if failed != 0 || w <= 0 || h <= 0 {
-                return Err(unreadable("the image header cannot be read"));
-            }
-            Ok((w as u64, h as u64))
+            // Leptonica decodes no pixels to read the header of these formats.
+            header_size(bytes).ok_or_else(|| unreadable("the image header cannot be read"))
         }
     }
 }
@@ -321,14 +303,7 @@ pub(crate) fn decode(bytes: &[u8], index: u32, max_pixels: u64) -> Result<Pix, O
     let format =
         sniff(bytes).ok_or_else(|| unreadable("not a PNG, JPEG, TIFF, BMP, GIF or WebP image"))?;
     let (w, h) = dimensions(bytes, format, index)?;
-    let pixels = w.saturating_mul(h);
-    if pixels > max_pixels {
-        return Err(OcrError::new(
-            "image_too_large",
-            format!("the image is {w}×{h} ({pixels} pixels); the limit is {max_pixels}"),
-            false,
-        ));
-    }
+    within_limit("the image", w, h, max_pixels)?;
     quiet_leptonica();
     let raw = if format == Format::Tiff {
         let n = i32::try_from(index).map_err(|_| unreadable("TIFF page index out of range"))?;
@@ -354,15 +329,27 @@ pub(crate) fn decode(bytes: &[u8], index: u32, max_pixels: u64) -> Result<Pix, O
     Ok(pix)
 }
 
-/// Decodes an image that poppler's `pdfimages` wrote: PNM (its default), or JPEG/PNG through
-/// `decode`. PNM is accepted here only: uploads are held to the documented formats.
-pub(crate) fn decode_extracted(bytes: &[u8], max_pixels: u64) -> Result<Pix, OcrError> {
-    if !matches!(bytes.get(0..2), Some(b"P4" | b"P5" | b"P6")) {
-        return decode(bytes, 0, max_pixels);
+/// Refuses an image of `w`×`h` over `max_pixels` with `image_too_large` (`what` names it in
+/// the detail), before anything is decoded.
+fn within_limit(what: &str, w: u64, h: u64, max_pixels: u64) -> Result<(), OcrError> {
+    let pixels = w.saturating_mul(h);
+    if pixels > max_pixels {
+        return Err(OcrError::new(
+            "image_too_large",
+            format!("{what} is {w}×{h} ({pixels} pixels); the limit is {max_pixels}"),
+            false,
+        ));
     }
+    Ok(())
+}
+
+/// Width and height from Leptonica's reading of the image header, or `None` when it cannot
+/// read one (or reads an empty size).
+fn header_size(bytes: &[u8]) -> Option<(u64, u64)> {
     quiet_leptonica();
     let (mut fmt, mut w, mut h, mut bps, mut spp, mut cmap) = (0, 0, 0, 0, 0, 0);
-    // SAFETY: Leptonica reads at most `bytes.len()` bytes and writes the six integers.
+    // SAFETY: Leptonica reads at most `bytes.len()` bytes from the slice and writes the six
+    // integers we pass.
     let failed = unsafe {
         lept::pixReadHeaderMem(
             bytes.as_ptr(),
@@ -376,16 +363,20 @@ pub(crate) fn decode_extracted(bytes: &[u8], max_pixels: u64) -> Result<Pix, Ocr
         )
     };
     if failed != 0 || w <= 0 || h <= 0 {
-        return Err(unreadable("the extracted image header cannot be read"));
+        return None;
     }
-    let pixels = (w as u64).saturating_mul(h as u64);
-    if pixels > max_pixels {
-        return Err(OcrError::new(
-            "image_too_large",
-            format!("the page image is {w}×{h} ({pixels} pixels); the limit is {max_pixels}"),
-            false,
-        ));
+    Some((w as u64, h as u64))
+}
+
+/// Decodes an image that poppler's `pdfimages` wrote: PNM (its default), or JPEG/PNG through
+/// `decode`. PNM is accepted here only: uploads are held to the documented formats.
+pub(crate) fn decode_extracted(bytes: &[u8], max_pixels: u64) -> Result<Pix, OcrError> {
+    if !matches!(bytes.get(0..2), Some(b"P4" | b"P5" | b"P6")) {
+        return decode(bytes, 0, max_pixels);
     }
+    let (w, h) = header_size(bytes)
+        .ok_or_else(|| unreadable("the extracted image header cannot be read"))?;
+    within_limit("the page image", w, h, max_pixels)?;
     // SAFETY: as above; a new Pix or null.
     let raw = unsafe { lept::pixReadMem(bytes.as_ptr(), bytes.len()) };
     Pix::from_raw(raw).ok_or_else(|| unreadable("the extracted image cannot be decoded"))

@@ -346,33 +346,49 @@ impl Recognizer {
         dpi: u32,
         control: &Control,
     ) -> Result<Reading, OcrError> {
+        let failed = || "Tesseract could not recognize the page".to_string();
+        self.pass(engine, pix, dpi, control, failed, |engine| {
+            let confidences = engine.word_confidences();
+            let confidence = if confidences.is_empty() {
+                0.0
+            } else {
+                confidences.iter().map(|&c| c as f32).sum::<f32>() / confidences.len() as f32
+            };
+            let text = engine.text().trim_end().to_string();
+            Reading {
+                score: orientation::score(&text, &confidences),
+                text,
+                confidence,
+            }
+        })
+    }
+
+    /// Runs Tesseract over `pix` within the page's deadline and, once it has recognized the
+    /// image, takes the result from the engine with `take`; the engine is cleared either way.
+    /// `failed` says what could not be recognized when Tesseract fails.
+    fn pass<T>(
+        &self,
+        engine: &mut Engine,
+        pix: &Pix,
+        dpi: u32,
+        control: &Control,
+        failed: impl FnOnce() -> String,
+        take: impl FnOnce(&mut Engine) -> T,
+    ) -> Result<T, OcrError> {
         self.check(control)?;
         let time_left = control
             .remaining()
             .unwrap_or(self.shared.settings.page_timeout);
         engine.set_image(pix, dpi);
         let outcome = engine.recognize(control, time_left);
-        let reading = match outcome {
-            Ok(()) => {
-                let confidences = engine.word_confidences();
-                let confidence = if confidences.is_empty() {
-                    0.0
-                } else {
-                    confidences.iter().map(|&c| c as f32).sum::<f32>() / confidences.len() as f32
-                };
-                let text = engine.text().trim_end().to_string();
-                Ok(Reading {
-                    score: orientation::score(&text, &confidences),
-                    text,
-                    confidence,
-                })
-            }
+        let result = match outcome {
+            Ok(()) => Ok(take(engine)),
             Err(Stopped::Canceled) => Err(OcrError::canceled()),
             Err(Stopped::Deadline) => Err(OcrError::timeout(self.shared.settings.page_timeout)),
-            Err(Stopped::Failed) => Err(OcrError::failed("Tesseract could not recognize the page")),
+            Err(Stopped::Failed) => Err(OcrError::failed(failed())),
         };
         engine.clear();
-        reading
+        result
     }
 }
 

@@ -5,60 +5,16 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
 use shelf_extractors::Control;
 use shelf_ocr::{OcrSettings, PageImage, PageText, Recognizer};
 use support::pdf::{self, Line, Placement, Rect};
-
-fn corpus(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/corpus/ocr")
-        .join(rel)
-}
-
-fn recognizer() -> &'static Recognizer {
-    static R: OnceLock<Recognizer> = OnceLock::new();
-    R.get_or_init(|| Recognizer::new(OcrSettings::default()))
-}
+use support::{cer, corpus, flat, pdf_page, recognizer};
 
 fn read_pdf(r: &Recognizer, bytes: &[u8]) -> Result<PageText, shelf_ocr::OcrError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("page.pdf");
     std::fs::write(&path, bytes).unwrap();
-    r.recognize(
-        PageImage::PdfPage {
-            path: &path,
-            number: 1,
-        },
-        false,
-        &Control::default(),
-    )
-}
-
-/// Whitespace collapsed: layout is not what is scored.
-fn words(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Character error rate: Levenshtein distance over the truth's length, whitespace collapsed.
-fn cer(truth: &str, candidate: &str) -> f64 {
-    let (a, b): (Vec<char>, Vec<char>) = (
-        words(truth).chars().collect(),
-        words(candidate).chars().collect(),
-    );
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()] as f64 / a.len().max(1) as f64
+    pdf_page(r, &path, 1)
 }
 
 /// A page 150 pt wide and 12,000 pt tall: 417×33,334 px at 200 dpi, over Tesseract's side
@@ -87,7 +43,7 @@ fn tall_page(rects: &[Rect]) -> Vec<u8> {
 
 /// Every line read exactly once, top to bottom.
 fn assert_all_lines_once_in_order(page: &PageText) {
-    let text = words(&page.text);
+    let text = flat(&page.text);
     let mut from = 0;
     for (_, line) in TALL_LINES {
         assert_eq!(text.matches(line).count(), 1, "`{line}` in:\n{}", page.text);
@@ -213,16 +169,7 @@ fn a_600_dpi_scan_is_rendered_at_the_configured_resolution() {
     let r = Recognizer::new(OcrSettings::default()).with_orientation_detection(false);
     // The scan itself is turned in these files; without OSD only the upright one reads.
     let path = corpus("rotated-pdf/ocr_test.pdf");
-    let page = r
-        .recognize(
-            PageImage::PdfPage {
-                path: &path,
-                number: 1,
-            },
-            false,
-            &Control::default(),
-        )
-        .unwrap();
+    let page = pdf_page(&r, &path, 1).unwrap();
     // Over 400 dpi: rendered (cheaper than decoding 35 Mpx), not extracted.
     assert_eq!(page.dpi, OcrSettings::default().pdf_dpi);
     let rate = cer(&expected, &page.text);

@@ -8,22 +8,11 @@
 //! under the confidence threshold, and better still when turned 90° (Tesseract finds text
 //! lying on its side).
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+mod support;
 
 use shelf_extractors::Control;
 use shelf_ocr::{OcrSettings, PageImage, PageText, Recognizer};
-
-fn corpus(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/corpus/ocr")
-        .join(rel)
-}
-
-fn recognizer() -> &'static Recognizer {
-    static R: OnceLock<Recognizer> = OnceLock::new();
-    R.get_or_init(|| Recognizer::new(OcrSettings::default()))
-}
+use support::{corpus, flat, pdf_page, recognizer};
 
 fn raster(r: &Recognizer, rel: &str) -> PageText {
     let bytes = std::fs::read(corpus(rel)).unwrap();
@@ -36,11 +25,6 @@ fn raster(r: &Recognizer, rel: &str) -> PageText {
         &Control::default(),
     )
     .unwrap()
-}
-
-/// The text with whitespace collapsed.
-fn flat(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[test]
@@ -56,16 +40,7 @@ fn upright_pages_stay_upright_in_one_pass() {
         assert_eq!(page.passes, 1, "{file}: {:?}", page.warnings);
     }
     let pdf = corpus("rotated-pdf/ocr_test.pdf");
-    let page = recognizer()
-        .recognize(
-            PageImage::PdfPage {
-                path: &pdf,
-                number: 1,
-            },
-            false,
-            &Control::default(),
-        )
-        .unwrap();
+    let page = pdf_page(recognizer(), &pdf, 1).unwrap();
     assert_eq!((page.rotation_degrees, page.passes), (0, 1));
 }
 

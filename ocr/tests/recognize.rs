@@ -2,7 +2,9 @@
 //! CLI and ground truth, rotation, multi-page TIFFs, PDF pages, cancel and deadline, and
 //! hostile inputs. Slow pages are recognized once and shared (`OnceLock`).
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::AtomicBool;
@@ -10,12 +12,7 @@ use std::time::{Duration, Instant};
 
 use shelf_extractors::Control;
 use shelf_ocr::{OcrError, OcrSettings, PageImage, PageText, Recognizer};
-
-fn corpus(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/corpus/ocr")
-        .join(rel)
-}
+use support::{cer, corpus, pdf_page, recognizer};
 
 fn read(rel: &str) -> Vec<u8> {
     std::fs::read(corpus(rel)).unwrap()
@@ -23,12 +20,6 @@ fn read(rel: &str) -> Vec<u8> {
 
 fn text_of(rel: &str) -> String {
     std::fs::read_to_string(corpus(rel)).unwrap()
-}
-
-/// One recognizer for the suite (its engines are shared by every test).
-fn recognizer() -> &'static Recognizer {
-    static R: OnceLock<Recognizer> = OnceLock::new();
-    R.get_or_init(|| Recognizer::new(OcrSettings::default()))
 }
 
 fn raster(r: &Recognizer, rel: &str, index: u32) -> Result<PageText, OcrError> {
@@ -41,44 +32,6 @@ fn raster(r: &Recognizer, rel: &str, index: u32) -> Result<PageText, OcrError> {
         false,
         &Control::default(),
     )
-}
-
-/// Whitespace collapsed and typographic quotes made plain: layout is not what is scored.
-fn normalize(text: &str) -> Vec<char> {
-    let plain: String = text
-        .chars()
-        .map(|c| match c {
-            '‘' | '’' => '\'',
-            '“' | '”' => '"',
-            '—' | '–' => '-',
-            _ => c,
-        })
-        .collect();
-    plain
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .collect()
-}
-
-/// Character error rate: Levenshtein distance over characters / length of the truth.
-fn cer(truth: &str, candidate: &str) -> f64 {
-    let (a, b) = (normalize(truth), normalize(candidate));
-    if a.is_empty() {
-        return if b.is_empty() { 0.0 } else { 1.0 };
-    }
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.iter().enumerate() {
-        cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()] as f64 / a.len() as f64
 }
 
 /// The upright phototest, recognized once (with its image kept).
@@ -212,16 +165,7 @@ fn rotated_pdf_scans_are_rendered_and_turned_upright() {
     ] {
         let path = corpus(file);
         assert_eq!(shelf_ocr::pdf_page_count(&path).unwrap(), 1);
-        let page = r
-            .recognize(
-                PageImage::PdfPage {
-                    path: &path,
-                    number: 1,
-                },
-                false,
-                &Control::default(),
-            )
-            .unwrap();
+        let page = pdf_page(&r, &path, 1).unwrap();
         // Each page is one 600-dpi scan: over 400 dpi, rendered at the configured 180 (not
         // decoded whole from the image).
         assert_eq!(page.dpi, 180, "{file}");
@@ -285,8 +229,10 @@ fn canceling_before_or_while_recognizing_answers_canceled() {
     let err = recognizer().recognize(page, false, &control).unwrap_err();
     assert_eq!(err.code, "canceled");
 
+    // Canceled a fifth of a full read in: the read cannot have ended (a loaded machine only
+    // makes it slower), so `canceled` is the monitor's answer, not a finished page's. How
+    // soon it stops is not timed here (no wall-clock margins in tests).
     let control = Control::new(Arc::new(AtomicBool::new(false)));
-    let started = Instant::now();
     let err = std::thread::scope(|s| {
         let canceler = control.clone();
         s.spawn(move || {
@@ -296,11 +242,6 @@ fn canceling_before_or_while_recognizing_answers_canceled() {
         recognizer().recognize(page, false, &control).unwrap_err()
     });
     assert_eq!(err.code, "canceled");
-    let took = started.elapsed();
-    assert!(
-        took < full * 7 / 10,
-        "canceled after {took:?}; a full read takes {full:?}"
-    );
 }
 
 #[test]
@@ -313,15 +254,9 @@ fn a_page_over_its_time_limit_fails_ocr_timeout() {
     });
     // Engines are loaded before the clock starts: the limit is about recognition.
     r.check_available().unwrap();
-    let started = Instant::now();
     let err = raster(&r, MAGAZINE, 0).unwrap_err();
     assert_eq!(err.code, "ocr_timeout", "{err:?}");
     assert!(!err.retryable);
-    let took = started.elapsed();
-    assert!(
-        took < full * 7 / 10,
-        "stopped after {took:?}; a full read takes {full:?}"
-    );
 }
 
 /// A PNG of just a signature and an IHDR chunk declaring `w`×`h`, with a correct CRC.
@@ -439,15 +374,7 @@ fn hostile_pdfs_fail_pdf_render_failed() {
         cases.push((path, 1, "any"));
     }
     for (path, number, want) in cases {
-        let got = r
-            .recognize(
-                PageImage::PdfPage {
-                    path: &path,
-                    number,
-                },
-                false,
-                &Control::default(),
-            )
+        let got = pdf_page(r, &path, number)
             .map(|_| "ok")
             .unwrap_or_else(|e| e.code);
         if want == "any" {

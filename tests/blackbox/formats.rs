@@ -15,6 +15,37 @@ async fn search_total(client: &reqwest::Client, api: &Api, query: &str) -> (u64,
     (reply["total"].as_u64().unwrap_or(0), results)
 }
 
+/// Uploads `bytes` as `name` and waits for its run to succeed: the document's id and the
+/// document as the upload answered it.
+async fn processed(
+    client: &reqwest::Client,
+    api: &Api,
+    name: &str,
+    bytes: Vec<u8>,
+) -> (String, Value) {
+    let (status, document) = upload(client, api, name, bytes).await;
+    assert_eq!(status, StatusCode::CREATED, "{name}: {document}");
+    let document_id = document["id"].as_str().expect("id").to_string();
+    let run = run_to_the_end(client, api, &document_id).await;
+    assert_eq!(run["status"], "succeeded", "{name}: {run:#}");
+    (document_id, document)
+}
+
+/// A phrase search for `phrase` finds the document `document_id` (the file `name`).
+async fn assert_found(
+    client: &reqwest::Client,
+    api: &Api,
+    name: &str,
+    document_id: &str,
+    phrase: &str,
+) {
+    let (_, results) = search_total(client, api, phrase).await;
+    assert!(
+        results.iter().any(|r| r["document_id"] == document_id),
+        "{name}: no hit for {phrase:?}: {results:#?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documents_of_every_kind_are_processed_and_found() {
     let env = migrated(Env::new());
@@ -41,19 +72,8 @@ async fn documents_of_every_kind_are_processed_and_found() {
     ];
     for (path, name, phrase) in cases {
         let bytes = std::fs::read(corpus(path)).expect("corpus file");
-        let (status, document) = upload(&client, &api, name, bytes).await;
-        assert_eq!(status, StatusCode::CREATED, "{name}: {document}");
-        let document_id = document["id"].as_str().expect("id").to_string();
-        let run = run_to_the_end(&client, &api, &document_id).await;
-        assert_eq!(run["status"], "succeeded", "{name}: {run:#}");
-        let (total, results) = search_total(&client, &api, phrase).await;
-        assert!(total >= 1, "{name}: no hit for {phrase:?}");
-        assert!(
-            results
-                .iter()
-                .any(|r| r["document_id"] == document_id.as_str()),
-            "{name}: {results:#?}"
-        );
+        let (document_id, _) = processed(&client, &api, name, bytes).await;
+        assert_found(&client, &api, name, &document_id, phrase).await;
     }
 
     // A damaged file is accepted, its run fails with a stable code, and the document stays.
@@ -117,21 +137,11 @@ async fn files_are_read_as_what_their_content_is() {
         ),
     ];
     for (name, bytes, extension, phrase) in cases {
-        let (status, document) = upload(&client, &api, name, bytes).await;
-        assert_eq!(status, StatusCode::CREATED, "{name}: {document}");
+        let (document_id, document) = processed(&client, &api, name, bytes).await;
         assert_eq!(document["extension"], extension, "{name}: {document:#}");
         assert_eq!(document["filename"], name, "{document:#}");
-        let document_id = document["id"].as_str().expect("id").to_string();
-        let run = run_to_the_end(&client, &api, &document_id).await;
-        assert_eq!(run["status"], "succeeded", "{name}: {run:#}");
         if !phrase.is_empty() {
-            let (_, results) = search_total(&client, &api, phrase).await;
-            assert!(
-                results
-                    .iter()
-                    .any(|r| r["document_id"] == document_id.as_str()),
-                "{name}: no hit for {phrase:?}: {results:#?}"
-            );
+            assert_found(&client, &api, name, &document_id, phrase).await;
         }
     }
 
@@ -314,18 +324,8 @@ async fn mail_notebooks_markup_and_data_files_are_processed_and_found() {
         ),
     ];
     for (name, bytes, phrase) in cases {
-        let (status, document) = upload(&client, &api, name, bytes).await;
-        assert_eq!(status, StatusCode::CREATED, "{name}: {document}");
-        let document_id = document["id"].as_str().expect("id").to_string();
-        let run = run_to_the_end(&client, &api, &document_id).await;
-        assert_eq!(run["status"], "succeeded", "{name}: {run:#}");
-        let (_, results) = search_total(&client, &api, phrase).await;
-        assert!(
-            results
-                .iter()
-                .any(|r| r["document_id"] == document_id.as_str()),
-            "{name}: no hit for {phrase:?}: {results:#?}"
-        );
+        let (document_id, _) = processed(&client, &api, name, bytes).await;
+        assert_found(&client, &api, name, &document_id, phrase).await;
     }
     for hidden in ["a comment nobody reads", "hidden remark"] {
         let (total, _) = search_total(&client, &api, hidden).await;

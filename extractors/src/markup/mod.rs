@@ -27,12 +27,8 @@ pub fn extract(
     limits: &Limits,
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
-    let decoded = crate::plain::decode(input.bytes)?;
-    let text = decoded
-        .text
-        .trim_start_matches('\u{feff}')
-        .replace("\r\n", "\n")
-        .replace('\r', "\n");
+    let decoded = crate::plain::decode_without_bom(input.bytes)?;
+    let text = decoded.text.replace("\r\n", "\n").replace('\r', "\n");
     let mut doc = Doc::new(limits.max_output_chars);
     match input.extension {
         "rst" | "rest" => rst::convert(&text, &mut doc, control)?,
@@ -365,6 +361,23 @@ pub(crate) mod tests {
 
     pub fn md(text: &str, extension: &str) -> String {
         run(text, extension).markdown
+    }
+
+    /// A converter's test document: converted from `doc`, it has this title and author,
+    /// shows `blocks` in this order and none of `absent`.
+    pub fn assert_converts(
+        doc: &str,
+        extension: &str,
+        title: &str,
+        author: &str,
+        blocks: &[&str],
+        absent: &[&str],
+    ) {
+        let e = run(doc, extension);
+        assert_eq!(e.metadata.title.as_deref(), Some(title));
+        assert_eq!(e.metadata.author.as_deref(), Some(author));
+        testing::assert_in_order(&e.markdown, blocks);
+        testing::assert_absent(&e.markdown, absent);
     }
 
     #[test]

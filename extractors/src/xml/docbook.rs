@@ -5,7 +5,7 @@
 //! quotes as quotes. Index terms, remarks and image data are skipped; the authors of the
 //! root's info go to the metadata.
 
-use super::tree::{Element, Renderer, Role, Rules};
+use super::tree::{self, Element, Role, Rules};
 use crate::{Control, ExtractError, Extraction, Limits, Metadata};
 
 /// Elements whose `title` is a heading.
@@ -99,33 +99,26 @@ pub(super) fn render(
     limits: &Limits,
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
-    let rules = DocBook;
-    let mut renderer = Renderer::new(&rules, limits, control);
-    let mut out = Vec::new();
-    let info = root.elements().find(|e| is_info(&e.name));
-    let title = root
-        .child("title")
-        .or_else(|| info.and_then(|i| i.child("title")))
-        .map(|t| renderer.text(t))
-        .filter(|t| !t.is_empty());
-    let authors = info.map(authors).unwrap_or_default();
-    // The root is a section of level 1: its title is `#`, its chapters `##`.
-    if SECTIONS.contains(&root.name.as_str()) {
-        renderer.blocks(root, 1, &mut out)?;
-    } else {
-        renderer.block(root, rules.role(root, root), 1, &mut out)?;
-    }
-    let markdown = renderer.finish(out);
-    Ok(Extraction {
-        markdown,
-        warnings: renderer.warnings,
-        metadata: Metadata {
+    tree::render(&DocBook, limits, control, |renderer, out| {
+        let info = root.elements().find(|e| is_info(&e.name));
+        let title = root
+            .child("title")
+            .or_else(|| info.and_then(|i| i.child("title")))
+            .map(|t| renderer.text(t))
+            .filter(|t| !t.is_empty());
+        let authors = info.map(authors).unwrap_or_default();
+        // The root is a section of level 1: its title is `#`, its chapters `##`.
+        if SECTIONS.contains(&root.name.as_str()) {
+            renderer.blocks(root, 1, out)?;
+        } else {
+            renderer.block(root, DocBook.role(root, root), 1, out)?;
+        }
+        Ok(Metadata {
             title,
-            author: (!authors.is_empty()).then(|| authors.join(", ")),
+            author: tree::byline(&authors),
             language: root.attr("lang").map(str::to_string),
             ..Metadata::default()
-        },
-        ..Extraction::default()
+        })
     })
 }
 
@@ -152,20 +145,14 @@ fn authors(info: &Element) -> Vec<String> {
 /// a `personname` or `orgname`.
 fn person(author: &Element) -> String {
     let holder = author.child("personname").unwrap_or(author);
-    let parts: Vec<String> = [
+    if let Some(name) = holder.joined_parts(&[
         "honorific",
         "firstname",
         "givenname",
         "othername",
         "surname",
-    ]
-    .iter()
-    .filter_map(|part| holder.child(part))
-    .map(Element::text)
-    .filter(|t| !t.is_empty())
-    .collect();
-    if !parts.is_empty() {
-        return parts.join(" ");
+    ]) {
+        return name;
     }
     if let Some(personname) = author.child("personname") {
         return personname.text();

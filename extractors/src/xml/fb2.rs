@@ -2,7 +2,7 @@
 //! each `body` (the text, then notes) with section titles as headings, paragraphs, poems as
 //! lines, epigraphs and citations as quotes. Embedded images (`binary`, base64) are skipped.
 
-use super::tree::{Element, Renderer, Role, Rules};
+use super::tree::{self, Element, Role, Rules};
 use crate::markdown;
 use crate::{Control, ExtractError, Extraction, Limits, Metadata};
 
@@ -30,90 +30,72 @@ pub(super) fn render(
     limits: &Limits,
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
-    let rules = Fb2;
-    let mut renderer = Renderer::new(&rules, limits, control);
-    let mut out = Vec::new();
-    let info = root
-        .child("description")
-        .and_then(|d| d.child("title-info"));
-    let title = info
-        .and_then(|i| i.child("book-title"))
-        .map(Element::text)
-        .filter(|t| !t.is_empty());
-    let authors: Vec<String> = info
-        .map(|i| i.children_named("author").map(author_name).collect())
-        .unwrap_or_default();
-    let authors: Vec<String> = authors.into_iter().filter(|a| !a.is_empty()).collect();
-    let language = info
-        .and_then(|i| i.child("lang"))
-        .map(Element::text)
-        .filter(|l| !l.is_empty());
-    if let Some(title) = &title {
-        renderer.push(&mut out, markdown::heading(1, title));
-    }
-    if !authors.is_empty() {
-        renderer.push(&mut out, authors.join(", "));
-    }
-    if let Some(annotation) = info.and_then(|i| i.child("annotation")) {
-        renderer.blocks(annotation, 2, &mut out)?;
-    }
-    for body in root.children_named("body") {
-        renderer.tick()?;
-        if body.child("title").is_none()
-            && let Some(name) = body.attr("name").filter(|n| !n.trim().is_empty())
-        {
-            // Notes and comments bodies are named, not titled.
-            let name = match name {
-                "notes" => "Notes",
-                "comments" => "Comments",
-                other => other,
-            };
-            renderer.push(&mut out, markdown::heading(1, name));
+    tree::render(&Fb2, limits, control, |renderer, out| {
+        let info = root
+            .child("description")
+            .and_then(|d| d.child("title-info"));
+        let title = info.and_then(|i| i.child_text("book-title"));
+        let authors: Vec<String> = info
+            .map(|i| i.children_named("author").map(author_name).collect())
+            .unwrap_or_default();
+        let authors: Vec<String> = authors.into_iter().filter(|a| !a.is_empty()).collect();
+        let language = info.and_then(|i| i.child_text("lang"));
+        if let Some(title) = &title {
+            renderer.push(out, markdown::heading(1, title));
         }
-        for child in body.elements() {
+        if !authors.is_empty() {
+            renderer.push(out, authors.join(", "));
+        }
+        if let Some(annotation) = info.and_then(|i| i.child("annotation")) {
+            renderer.blocks(annotation, 2, out)?;
+        }
+        for body in root.children_named("body") {
             renderer.tick()?;
-            let role = rules.role(child, body);
-            // The main body's title usually repeats the book's (often with the authors):
-            // the heading above says it already.
-            if role == Role::Title
-                && let Some(title) = &title
-                && renderer
-                    .text(child)
-                    .to_lowercase()
-                    .contains(&title.to_lowercase())
+            if body.child("title").is_none()
+                && let Some(name) = body.attr("name").filter(|n| !n.trim().is_empty())
             {
-                continue;
+                // Notes and comments bodies are named, not titled.
+                let name = match name {
+                    "notes" => "Notes",
+                    "comments" => "Comments",
+                    other => other,
+                };
+                renderer.push(out, markdown::heading(1, name));
             }
-            renderer.block(child, role, 1, &mut out)?;
+            for child in body.elements() {
+                renderer.tick()?;
+                let role = Fb2.role(child, body);
+                // The main body's title usually repeats the book's (often with the authors):
+                // the heading above says it already.
+                if role == Role::Title
+                    && let Some(title) = &title
+                    && renderer
+                        .text(child)
+                        .to_lowercase()
+                        .contains(&title.to_lowercase())
+                {
+                    continue;
+                }
+                renderer.block(child, role, 1, out)?;
+            }
         }
-    }
-    let markdown = renderer.finish(out);
-    Ok(Extraction {
-        markdown,
-        warnings: renderer.warnings,
-        metadata: Metadata {
+        Ok(Metadata {
             title,
-            author: (!authors.is_empty()).then(|| authors.join(", ")),
+            author: tree::byline(&authors),
             language,
             ..Metadata::default()
-        },
-        ..Extraction::default()
+        })
     })
 }
 
 /// `first-name middle-name last-name`, or the `nickname` of an author who has none.
 fn author_name(author: &Element) -> String {
-    let parts: Vec<String> = ["first-name", "middle-name", "last-name"]
-        .iter()
-        .filter_map(|part| author.child(part))
-        .map(Element::text)
-        .filter(|t| !t.is_empty())
-        .collect();
-    if parts.is_empty() {
-        return author
-            .child("nickname")
-            .map(Element::text)
-            .unwrap_or_default();
-    }
-    parts.join(" ")
+    author
+        .joined_parts(&["first-name", "middle-name", "last-name"])
+        .unwrap_or_else(|| {
+            author
+                .child("nickname")
+                .map(Element::text)
+                .unwrap_or_default()
+        })
 }

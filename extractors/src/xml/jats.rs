@@ -7,7 +7,7 @@
 //! affiliations, funding and permissions are skipped; of a formula given both as MathML and
 //! TeX, the TeX is kept.
 
-use super::tree::{Element, Renderer, Role, Rules, list_item};
+use super::tree::{self, Element, Renderer, Role, Rules, list_item};
 use crate::markdown;
 use crate::{Control, ExtractError, Extraction, Limits, Metadata};
 
@@ -137,10 +137,7 @@ impl Rules for Jats {
 /// punctuation; an `element-citation` has none, so its parts are joined with `. ` and the
 /// names of a person group with `, `.
 fn citation(reference: &Element) -> String {
-    let label = reference
-        .child("label")
-        .map(Element::text)
-        .filter(|l| !l.is_empty());
+    let label = reference.child_text("label");
     let mut parts = Vec::new();
     for child in reference.elements() {
         match child.name.as_str() {
@@ -191,32 +188,14 @@ fn element_citation(citation: &Element) -> String {
 
 /// `surname given-names`, as reference lists write names.
 fn cited_name(name: &Element) -> String {
-    let parts: Vec<String> = ["surname", "given-names", "suffix"]
-        .iter()
-        .filter_map(|part| name.child(part))
-        .map(Element::text)
-        .filter(|t| !t.is_empty())
-        .collect();
-    if parts.is_empty() {
-        name.text()
-    } else {
-        parts.join(" ")
-    }
+    name.joined_parts(&["surname", "given-names", "suffix"])
+        .unwrap_or_else(|| name.text())
 }
 
 /// `given-names surname`, as bylines write names, or the element's text.
 fn name(name: &Element) -> String {
-    let parts: Vec<String> = ["prefix", "given-names", "surname", "suffix"]
-        .iter()
-        .filter_map(|part| name.child(part))
-        .map(Element::text)
-        .filter(|t| !t.is_empty())
-        .collect();
-    if parts.is_empty() {
-        name.text()
-    } else {
-        parts.join(" ")
-    }
+    name.joined_parts(&["prefix", "given-names", "surname", "suffix"])
+        .unwrap_or_else(|| name.text())
 }
 
 pub(super) fn render(
@@ -224,67 +203,60 @@ pub(super) fn render(
     limits: &Limits,
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
-    let rules = Jats;
-    let mut renderer = Renderer::new(&rules, limits, control);
-    let mut out = Vec::new();
-    let meta = root.child("front").and_then(|f| f.child("article-meta"));
-    let title = meta
-        .and_then(|m| m.child("title-group"))
-        .and_then(|g| g.child("article-title"))
-        .map(|t| renderer.text(t))
-        .filter(|t| !t.is_empty());
-    let authors = meta.map(contributors).unwrap_or_default();
-    if let Some(title) = &title {
-        renderer.push(&mut out, markdown::heading(1, title));
-    }
-    if let Some(subtitle) = meta
-        .and_then(|m| m.child("title-group"))
-        .and_then(|g| g.child("subtitle"))
-    {
-        let text = renderer.text(subtitle);
-        renderer.push(&mut out, text);
-    }
-    if !authors.is_empty() {
-        renderer.push(&mut out, authors.join(", "));
-    }
-    if let Some(meta) = meta {
-        for abstract_ in meta.children_named("abstract") {
-            renderer.tick()?;
-            // Abstracts for tables of contents or teasers repeat the main one.
-            if abstract_
-                .attr("abstract-type")
-                .is_some_and(|t| t == "toc" || t == "teaser")
-            {
-                continue;
-            }
-            if abstract_.child("title").is_none() {
-                renderer.push(&mut out, markdown::heading(2, "Abstract"));
-            }
-            renderer.block(abstract_, Role::Section, 1, &mut out)?;
+    tree::render(&Jats, limits, control, |renderer, out| {
+        let meta = root.child("front").and_then(|f| f.child("article-meta"));
+        let title = meta
+            .and_then(|m| m.child("title-group"))
+            .and_then(|g| g.child("article-title"))
+            .map(|t| renderer.text(t))
+            .filter(|t| !t.is_empty());
+        let authors = meta.map(contributors).unwrap_or_default();
+        if let Some(title) = &title {
+            renderer.push(out, markdown::heading(1, title));
         }
-        for group in meta.children_named("kwd-group") {
-            let keywords: Vec<String> = group
-                .children_named("kwd")
-                .map(|k| renderer.text(k))
-                .filter(|k| !k.is_empty())
-                .collect();
-            if !keywords.is_empty() {
-                renderer.push(&mut out, format!("Keywords: {}", keywords.join(", ")));
+        if let Some(subtitle) = meta
+            .and_then(|m| m.child("title-group"))
+            .and_then(|g| g.child("subtitle"))
+        {
+            let text = renderer.text(subtitle);
+            renderer.push(out, text);
+        }
+        if !authors.is_empty() {
+            renderer.push(out, authors.join(", "));
+        }
+        if let Some(meta) = meta {
+            for abstract_ in meta.children_named("abstract") {
+                renderer.tick()?;
+                // Abstracts for tables of contents or teasers repeat the main one.
+                if abstract_
+                    .attr("abstract-type")
+                    .is_some_and(|t| t == "toc" || t == "teaser")
+                {
+                    continue;
+                }
+                if abstract_.child("title").is_none() {
+                    renderer.push(out, markdown::heading(2, "Abstract"));
+                }
+                renderer.block(abstract_, Role::Section, 1, out)?;
+            }
+            for group in meta.children_named("kwd-group") {
+                let keywords: Vec<String> = group
+                    .children_named("kwd")
+                    .map(|k| renderer.text(k))
+                    .filter(|k| !k.is_empty())
+                    .collect();
+                if !keywords.is_empty() {
+                    renderer.push(out, format!("Keywords: {}", keywords.join(", ")));
+                }
             }
         }
-    }
-    renderer.blocks(root, 1, &mut out)?;
-    let markdown = renderer.finish(out);
-    Ok(Extraction {
-        markdown,
-        warnings: renderer.warnings,
-        metadata: Metadata {
+        renderer.blocks(root, 1, out)?;
+        Ok(Metadata {
             title,
-            author: (!authors.is_empty()).then(|| authors.join(", ")),
+            author: tree::byline(&authors),
             language: root.attr("lang").map(str::to_string),
             ..Metadata::default()
-        },
-        ..Extraction::default()
+        })
     })
 }
 

@@ -179,9 +179,8 @@ fn decode(bytes: &[u8]) -> Result<(String, &'static str), ExtractError> {
         let (text, _) = encoding.decode_without_bom_handling(bytes);
         return Ok((text.into_owned(), encoding.name()));
     }
-    let decoded = crate::plain::decode(bytes)?;
-    let text = decoded.text.trim_start_matches('\u{feff}').to_string();
-    Ok((text, decoded.encoding))
+    let decoded = crate::plain::decode_without_bom(bytes)?;
+    Ok((decoded.text, decoded.encoding))
 }
 
 /// The `encoding` of an ASCII-compatible XML declaration.

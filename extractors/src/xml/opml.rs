@@ -1,7 +1,7 @@
 //! OPML (`.opml`): the outline's title from `head`, then the `outline` tree as a nested list
 //! of each entry's `text` (or `title`) with its link (`xmlUrl`, `htmlUrl` or `url`).
 
-use super::tree::{Element, Renderer, Role, Rules};
+use super::tree::{self, Element, Renderer, Role, Rules};
 use crate::markdown;
 use crate::{Control, ExtractError, Extraction, Limits, Metadata};
 
@@ -18,35 +18,24 @@ pub(super) fn render(
     limits: &Limits,
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
-    let rules = Opml;
-    let mut renderer = Renderer::new(&rules, limits, control);
-    let mut out = Vec::new();
-    let head = root.child("head");
-    let field = |name: &str| {
-        head.and_then(|h| h.child(name))
-            .map(Element::text)
-            .filter(|t| !t.is_empty())
-    };
-    let title = field("title");
-    let owner = field("ownerName");
-    if let Some(title) = &title {
-        renderer.push(&mut out, markdown::heading(1, title));
-    }
-    if let Some(body) = root.child("body") {
-        let mut lines = Vec::new();
-        outline(&mut renderer, body, 0, &mut lines)?;
-        renderer.push(&mut out, lines.join("\n"));
-    }
-    let markdown = renderer.finish(out);
-    Ok(Extraction {
-        markdown,
-        warnings: renderer.warnings,
-        metadata: Metadata {
+    tree::render(&Opml, limits, control, |renderer, out| {
+        let head = root.child("head");
+        let field = |name: &str| head.and_then(|h| h.child_text(name));
+        let title = field("title");
+        let owner = field("ownerName");
+        if let Some(title) = &title {
+            renderer.push(out, markdown::heading(1, title));
+        }
+        if let Some(body) = root.child("body") {
+            let mut lines = Vec::new();
+            outline(renderer, body, 0, &mut lines)?;
+            renderer.push(out, lines.join("\n"));
+        }
+        Ok(Metadata {
             title,
             author: owner,
             ..Metadata::default()
-        },
-        ..Extraction::default()
+        })
     })
 }
 

@@ -2,7 +2,7 @@
 //! and the content of `text` elements (with their `tspan`s and `textPath`s). Scripts, styles
 //! and metadata are skipped, and a drawing without text gives no text.
 
-use super::tree::{Element, Renderer, Role, Rules};
+use super::tree::{self, Element, Renderer, Role, Rules};
 use crate::markdown;
 use crate::{Control, ExtractError, Extraction, Limits, Metadata};
 
@@ -36,26 +36,18 @@ pub(super) fn render(
     limits: &Limits,
     control: &Control,
 ) -> Result<Extraction, ExtractError> {
-    let rules = Svg;
-    let mut renderer = Renderer::new(&rules, limits, control);
-    let mut out = Vec::new();
-    let title = root
-        .child("title")
-        .map(Element::text)
-        .filter(|t| !t.is_empty());
-    // Text outside `text` elements is whitespace (or stray characters a viewer never shows):
-    // only the custom elements above write anything.
-    walk(&mut renderer, root, &mut out)?;
-    let markdown = renderer.finish(out);
-    Ok(Extraction {
-        markdown: markdown::tidy(&markdown),
-        warnings: renderer.warnings,
-        metadata: Metadata {
+    let mut extraction = tree::render(&Svg, limits, control, |renderer, out| {
+        let title = root.child_text("title");
+        // Text outside `text` elements is whitespace (or stray characters a viewer never shows):
+        // only the custom elements above write anything.
+        walk(renderer, root, out)?;
+        Ok(Metadata {
             title,
             ..Metadata::default()
-        },
-        ..Extraction::default()
-    })
+        })
+    })?;
+    extraction.markdown = markdown::tidy(&extraction.markdown);
+    Ok(extraction)
 }
 
 fn walk(

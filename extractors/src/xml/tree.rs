@@ -14,7 +14,7 @@ use quick_xml::events::{BytesStart, Event};
 use quick_xml::reader::Reader;
 
 use crate::markdown;
-use crate::{Control, ExtractError, Limits};
+use crate::{Control, ExtractError, Extraction, Limits, Metadata};
 
 /// The deepest tree built, whatever `limits.max_nesting_depth` says: the renderer recurses
 /// once per level, so this bounds its stack.
@@ -79,6 +79,23 @@ impl Element {
 
     pub fn children_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Element> {
         self.elements().filter(move |e| e.name == name)
+    }
+
+    /// The text of the first child named `name`, unless it has none.
+    pub fn child_text(&self, name: &str) -> Option<String> {
+        self.child(name)
+            .map(Element::text)
+            .filter(|t| !t.is_empty())
+    }
+
+    /// The texts of the children named `parts` (in that order, those that have text) joined
+    /// by spaces, as a person's name is built from its parts; `None` when none has text.
+    pub fn joined_parts(&self, parts: &[&str]) -> Option<String> {
+        let texts: Vec<String> = parts
+            .iter()
+            .filter_map(|part| self.child_text(part))
+            .collect();
+        (!texts.is_empty()).then(|| texts.join(" "))
     }
 
     /// The element's text on one line: whitespace collapsed, a space between two elements
@@ -268,6 +285,31 @@ pub(super) trait Rules {
     }
 }
 
+/// The metadata's author: the names, comma-separated, or `None` when there are none.
+pub(super) fn byline(names: &[String]) -> Option<String> {
+    (!names.is_empty()).then(|| names.join(", "))
+}
+
+/// Renders a dialect's document: `write` writes its blocks with a renderer following `rules`
+/// and answers its metadata; the blocks are then joined and cut at the output limit.
+pub(super) fn render(
+    rules: &dyn Rules,
+    limits: &Limits,
+    control: &Control,
+    write: impl FnOnce(&mut Renderer<'_>, &mut Vec<String>) -> Result<Metadata, ExtractError>,
+) -> Result<Extraction, ExtractError> {
+    let mut renderer = Renderer::new(rules, limits, control);
+    let mut out = Vec::new();
+    let metadata = write(&mut renderer, &mut out)?;
+    let markdown = renderer.finish(out);
+    Ok(Extraction {
+        markdown,
+        warnings: renderer.warnings,
+        metadata,
+        ..Extraction::default()
+    })
+}
+
 /// Writes blocks of Markdown from a tree, within the output and table limits.
 pub(super) struct Renderer<'a> {
     pub rules: &'a dyn Rules,
@@ -427,19 +469,7 @@ impl<'a> Renderer<'a> {
                 // Counted once, as the quote they are joined into.
                 self.size = before;
                 if !inner.is_empty() {
-                    let quoted = inner
-                        .join("\n\n")
-                        .lines()
-                        .map(|l| {
-                            if l.is_empty() {
-                                ">".to_string()
-                            } else {
-                                format!("> {l}")
-                            }
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    self.push(out, quoted);
+                    self.push(out, markdown::quote(&inner.join("\n\n")));
                 }
             }
             Role::Lines => {

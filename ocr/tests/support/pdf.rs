@@ -32,6 +32,15 @@ impl Writer {
         }
     }
 
+    /// A document of one page: objects 1 (the catalog) and 2 (the page tree) written, the
+    /// page to be object 3.
+    fn one_page() -> Self {
+        let mut w = Writer::new();
+        w.object("<< /Type /Catalog /Pages 2 0 R >>", None);
+        w.object("<< /Type /Pages /Kids [3 0 R] /Count 1 >>", None);
+        w
+    }
+
     /// Writes object `offsets.len() + 1` with `dict` and an optional stream.
     fn object(&mut self, dict: &str, stream: Option<&[u8]>) -> usize {
         self.offsets.push(self.out.len());
@@ -69,6 +78,21 @@ impl Writer {
     }
 }
 
+/// Appends to a content stream the operators that draw `lines` in Helvetica (font `/F1`) on
+/// a page `height` points tall.
+fn draw_lines(content: &mut String, lines: &[Line<'_>], height: f64) {
+    for line in lines {
+        // The baseline sits about 0.8 of the size under the line's top.
+        let baseline = height - line.top - line.size * 0.8;
+        content.push_str(&format!(
+            "BT /F1 {:.1} Tf 18 {:.2} Td ({}) Tj ET\n",
+            line.size,
+            baseline,
+            escape(line.text)
+        ));
+    }
+}
+
 fn escape(text: &str) -> String {
     text.chars()
         .flat_map(|c| match c {
@@ -90,20 +114,9 @@ pub fn text_page(width: f64, height: f64, lines: &[Line<'_>], rects: &[Rect]) ->
             r.height
         ));
     }
-    for line in lines {
-        // The baseline sits about 0.8 of the size under the line's top.
-        let baseline = height - line.top - line.size * 0.8;
-        content.push_str(&format!(
-            "BT /F1 {:.1} Tf 18 {:.2} Td ({}) Tj ET\n",
-            line.size,
-            baseline,
-            escape(line.text)
-        ));
-    }
-    let mut w = Writer::new();
+    draw_lines(&mut content, lines, height);
     // Objects: 1 catalog, 2 pages, 3 page, 4 font, 5 content.
-    w.object("<< /Type /Catalog /Pages 2 0 R >>", None);
-    w.object("<< /Type /Pages /Kids [3 0 R] /Count 1 >>", None);
+    let mut w = Writer::one_page();
     w.object(
         &format!(
             "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {width} {height}] \
@@ -230,19 +243,9 @@ pub fn image_page_with(
             )
         }
     };
-    for line in lines {
-        let baseline = height - line.top - line.size * 0.8;
-        content.push_str(&format!(
-            "BT /F1 {:.1} Tf 18 {:.2} Td ({}) Tj ET\n",
-            line.size,
-            baseline,
-            escape(line.text)
-        ));
-    }
-    let mut w = Writer::new();
+    draw_lines(&mut content, lines, height);
     // Objects: 1 catalog, 2 pages, 3 page, 4 image, 5 content, 6 font.
-    w.object("<< /Type /Catalog /Pages 2 0 R >>", None);
-    w.object("<< /Type /Pages /Kids [3 0 R] /Count 1 >>", None);
+    let mut w = Writer::one_page();
     w.object(
         &format!(
             "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {width:.4} {height:.4}] \

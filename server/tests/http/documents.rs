@@ -79,15 +79,19 @@ async fn unsupported_and_binary_files_say_why() {
         .assert_error(400, "unsupported_file_type");
     assert!(exe["detail"].as_str().unwrap_or("").contains(".exe"));
     let none = app
-        .upload("README", b"hi")
+        .upload("LICENSE", b"\x01\x02\x03\0\0\x04")
         .await
         .assert_error(400, "unsupported_file_type");
     assert!(
         none["detail"]
             .as_str()
             .unwrap_or("")
-            .contains("no extension")
+            .contains("files without an extension")
     );
+    // Text without an extension is text.
+    let readme = app.upload("README", b"hi").await;
+    assert_eq!(readme.status, 201);
+    assert_eq!(readme.json()["extension"], "txt");
     let binary = app
         .upload("data.txt", b"abc\0\0\0def")
         .await
