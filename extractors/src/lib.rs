@@ -28,6 +28,7 @@ pub mod epub;
 pub mod html;
 pub mod image;
 pub mod json;
+pub mod lzfu;
 pub mod markup;
 pub mod msg;
 pub mod notebook;
@@ -127,7 +128,7 @@ pub fn extractor_version(kind: Kind) -> &'static str {
         Kind::Xml => "xml-2",
         Kind::Rtf => "rtf-2",
         Kind::Email => "email-1",
-        Kind::Outlook => "msg-1",
+        Kind::Outlook => "msg-2",
         Kind::Notebook => "notebook-1",
         Kind::Markup => "markup-1",
         Kind::Transcript => "transcript-1",

@@ -9,10 +9,14 @@
 //! in `__attach_version1.0_#NNNNNNNN` storages. The crates that read `.msg` for Rust were
 //! small and little maintained when this was written, so the few properties needed are read
 //! here. Every stream read is bounded by `limits.max_decompressed_bytes` (per stream and in
-//! total). The body is the plain-text body, else the HTML body through [`crate::html`];
-//! the compressed RTF body (`PR_RTF_COMPRESSED`) alone is not read.
+//! total). The body is the plain-text body, else the HTML body through [`crate::html`], else
+//! the compressed RTF body (`PR_RTF_COMPRESSED`, decompressed by [`crate::lzfu`] within what
+//! is left of the same budget): RTF that encapsulates HTML (`\fromhtml1`, [MS-OXRTFEX]) has
+//! its HTML taken out and read through [`crate::html`], other RTF goes through
+//! [`crate::rtf`]. A damaged RTF body is skipped with a warning.
 
 use std::io::{Cursor, Read};
+use std::path::Path;
 
 use encoding_rs::Encoding;
 
@@ -37,6 +41,7 @@ const PR_DISPLAY_TO: u16 = 0x0E04;
 const PR_MESSAGE_DELIVERY_TIME: u16 = 0x0E06;
 const PR_BODY: u16 = 0x1000;
 const PR_HTML: u16 = 0x1013;
+const PR_RTF_COMPRESSED: u16 = 0x1009;
 const PR_MESSAGE_CODEPAGE: u16 = 0x3FFD;
 const PR_INTERNET_CPID: u16 = 0x3FDE;
 const PR_DISPLAY_NAME: u16 = 0x3001;
@@ -102,6 +107,10 @@ struct Msg {
     date: Option<i64>,
     body: Option<String>,
     html: Option<Vec<u8>>,
+    /// The decompressed RTF body, read only when there is neither a plain nor an HTML body.
+    rtf: Option<Vec<u8>>,
+    /// Warnings about the message's own streams (a damaged RTF body).
+    warnings: Vec<String>,
     attachments: Vec<String>,
 }
 
@@ -239,6 +248,12 @@ impl Reader<'_> {
         } else {
             None
         };
+        let mut warnings = Vec::new();
+        let rtf = if body.is_none() && html.is_none() {
+            self.compressed_rtf(path, &mut warnings)?
+        } else {
+            None
+        };
         let mut attachments: Vec<String> = self
             .names(path)?
             .into_iter()
@@ -255,8 +270,41 @@ impl Reader<'_> {
             date,
             body,
             html,
+            rtf,
+            warnings,
             attachments,
         })
+    }
+
+    /// The decompressed `PR_RTF_COMPRESSED` body. Its size counts against the read budget
+    /// (too large is `document_too_complex`, as for any stream); a damaged one is skipped
+    /// with a warning, so that the headers and attachments still come out.
+    fn compressed_rtf(
+        &mut self,
+        path: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<Vec<u8>>, ExtractError> {
+        let Some(bytes) = self.stream(&substg(path, PR_RTF_COMPRESSED, PT_BINARY))? else {
+            return Ok(None);
+        };
+        let left = self
+            .limits
+            .max_decompressed_bytes
+            .saturating_sub(self.read_bytes);
+        match crate::lzfu::decompress(&bytes, left, self.control) {
+            Ok(rtf) => {
+                self.read_bytes = self.read_bytes.saturating_add(rtf.len() as u64);
+                Ok(Some(rtf))
+            }
+            Err(e) if e.code == "malformed_document" => {
+                warnings.push(format!(
+                    "the message's compressed RTF body was skipped: {}",
+                    e.detail
+                ));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn render(
@@ -267,6 +315,7 @@ impl Reader<'_> {
         depth: usize,
     ) -> Result<(), ExtractError> {
         self.control.check()?;
+        writer.warnings.extend(msg.warnings.iter().cloned());
         if let Some(subject) = &msg.subject {
             writer.push(&heading(level, subject));
         }
@@ -295,8 +344,41 @@ impl Reader<'_> {
                 writer.has_text = true;
                 writer.push(&extraction.markdown);
             }
+        } else if let Some(rtf) = &msg.rtf {
+            self.rtf_body(writer, rtf)?;
         }
         self.attachments(writer, msg, level, depth)
+    }
+
+    /// An RTF body: its encapsulated HTML through [`crate::html`] when it has some, else the
+    /// RTF through [`crate::rtf`].
+    fn rtf_body(&self, writer: &mut Output, rtf: &[u8]) -> Result<(), ExtractError> {
+        let extraction = match html_from_rtf(rtf, self.limits, self.control)? {
+            Some(html) => crate::html::to_markdown(&html, self.limits, self.control)?,
+            None => {
+                let input = Input {
+                    path: Path::new("body.rtf"),
+                    bytes: rtf,
+                    extension: "rtf",
+                };
+                match crate::rtf::extract(input, self.limits, self.control) {
+                    Ok(extraction) => extraction,
+                    Err(e) if e.code == "malformed_document" => {
+                        writer
+                            .warnings
+                            .push(format!("the message's RTF body was skipped: {}", e.detail));
+                        return Ok(());
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        writer.warnings.extend(extraction.warnings);
+        if !extraction.markdown.trim().is_empty() {
+            writer.has_text = true;
+            writer.push(&extraction.markdown);
+        }
+        Ok(())
     }
 
     fn attachments(
@@ -405,6 +487,301 @@ impl Reader<'_> {
             })
             .unwrap_or(0)
     }
+}
+
+/// How much of the head of an RTF body is searched for `\fromhtml1`.
+const RTF_HEADER_BYTES: usize = 4096;
+/// Longest control word and parameter read (the RTF spec allows 32 and 10).
+const MAX_RTF_WORD: usize = 32;
+const MAX_RTF_DIGITS: usize = 10;
+/// Bytes of RTF read between two `control.check()` calls.
+const RTF_CHECK_EVERY: usize = 1 << 16;
+/// Destinations of an RTF header whose text is never part of the encapsulated HTML.
+const RTF_DESTINATIONS: &[&str] = &[
+    "fonttbl",
+    "colortbl",
+    "stylesheet",
+    "info",
+    "pict",
+    "object",
+    "fldinst",
+    "listtable",
+    "listoverridetable",
+    "revtbl",
+    "rsidtbl",
+    "generator",
+    "header",
+    "footer",
+];
+
+/// The RTF has `\fromhtml1` in its header: Outlook encapsulated an HTML body in it.
+fn is_encapsulated_html(rtf: &[u8]) -> bool {
+    let head = rtf.get(..rtf.len().min(RTF_HEADER_BYTES)).unwrap_or(rtf);
+    head.starts_with(b"{\\rtf")
+        && head
+            .windows(11)
+            .any(|w| w.starts_with(b"\\fromhtml1") && w.last().is_some_and(|b| !b.is_ascii_digit()))
+}
+
+/// What an RTF group's content is, for de-encapsulation.
+#[derive(Debug, Clone, Copy)]
+struct Scope {
+    /// A destination that is not HTML (the font table, a `\*` destination other than
+    /// `\htmltag`): nothing in it is written.
+    skip: bool,
+    /// An `{\*\htmltag ...}` group: HTML markup, written whatever `\htmlrtf` says.
+    tag: bool,
+    /// Inside `\htmlrtf` ... `\htmlrtf0`: RTF written for RTF readers only, not the HTML's.
+    suppressed: bool,
+    /// `\ucN`: the fallback characters that follow a `\uN`.
+    uc: usize,
+}
+
+/// The HTML as it is written: bytes of `\'hh` escapes and text are decoded in the RTF's code
+/// page (`\ansicpg`) a run at a time, so that double-byte code pages decode whole.
+struct HtmlOut {
+    out: String,
+    pending: Vec<u8>,
+    encoding: &'static Encoding,
+}
+
+impl HtmlOut {
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            let (text, _) = self.encoding.decode_without_bom_handling(&self.pending);
+            self.out.push_str(&text);
+            self.pending.clear();
+        }
+    }
+
+    fn text(&mut self, text: &str) {
+        self.flush();
+        self.out.push_str(text);
+    }
+}
+
+/// The HTML an RTF body encapsulates ([MS-OXRTFEX] 2.2.3.2): the content of the
+/// `{\*\htmltag}` groups and the text outside them that `\htmlrtf` does not mark as RTF-only,
+/// with `\par`, `\tab`, `\'hh`, `\uN` and the escaped symbols turned back into text.
+/// `None` when the RTF does not encapsulate HTML, when its nesting is deeper than
+/// `limits.max_nesting_depth` or when nothing comes out: the caller reads it as RTF then.
+/// Simplification: every `\'hh` is decoded in the document's code page (`\ansicpg`), not in
+/// the code page of the current font's `\fcharset`, which Outlook's bodies rarely need.
+fn html_from_rtf(
+    rtf: &[u8],
+    limits: &Limits,
+    control: &Control,
+) -> Result<Option<String>, ExtractError> {
+    if !is_encapsulated_html(rtf) {
+        return Ok(None);
+    }
+    let mut html = HtmlOut {
+        out: String::new(),
+        pending: Vec::new(),
+        encoding: encoding_rs::WINDOWS_1252,
+    };
+    let mut scope = Scope {
+        skip: false,
+        tag: false,
+        suppressed: false,
+        uc: 1,
+    };
+    let mut stack: Vec<Scope> = Vec::new();
+    // Just after `{` (and a `\*`): the next control word may name the group's destination.
+    let mut group_start = false;
+    let mut starred = false;
+    // Fallback characters of a `\uN` still to be stepped over.
+    let mut fallback = 0usize;
+    let mut at = 0usize;
+    let mut next_check = RTF_CHECK_EVERY;
+    while let Some(&byte) = rtf.get(at) {
+        if at >= next_check {
+            control.check()?;
+            next_check = at.saturating_add(RTF_CHECK_EVERY);
+        }
+        let emit = !scope.skip && (scope.tag || !scope.suppressed);
+        match byte {
+            b'{' => {
+                if stack.len() >= limits.max_nesting_depth {
+                    return Ok(None);
+                }
+                stack.push(scope);
+                group_start = true;
+                starred = false;
+                fallback = 0;
+                at += 1;
+            }
+            b'}' => {
+                if let Some(outer) = stack.pop() {
+                    scope = outer;
+                }
+                group_start = false;
+                fallback = 0;
+                at += 1;
+            }
+            b'\r' | b'\n' => at += 1,
+            b'\\' => {
+                let next = rtf.get(at + 1).copied();
+                match next {
+                    Some(c) if c.is_ascii_alphabetic() => {
+                        let (word, param, end) = control_word(rtf, at + 1);
+                        at = end;
+                        if group_start {
+                            if starred && word == b"htmltag" {
+                                scope.tag = true;
+                            } else if starred
+                                || RTF_DESTINATIONS.iter().any(|d| d.as_bytes() == word)
+                            {
+                                scope.skip = true;
+                            }
+                        }
+                        group_start = false;
+                        starred = false;
+                        match word {
+                            b"ansicpg" => {
+                                if let Some(encoding) = param
+                                    .and_then(|p| u32::try_from(p).ok())
+                                    .and_then(encoding_for_codepage)
+                                {
+                                    html.flush();
+                                    html.encoding = encoding;
+                                }
+                            }
+                            b"uc" => {
+                                scope.uc = param
+                                    .and_then(|p| usize::try_from(p).ok())
+                                    .unwrap_or(1)
+                                    .min(8);
+                            }
+                            b"bin" => {
+                                let skip = param.and_then(|p| usize::try_from(p).ok()).unwrap_or(0);
+                                at = at.saturating_add(skip);
+                            }
+                            b"htmlrtf" if !scope.tag => {
+                                scope.suppressed = param != Some(0);
+                            }
+                            b"u" if emit => {
+                                if let Some(p) = param {
+                                    // Negative values are code units above 0x7FFF.
+                                    let unit = if p < 0 { p + 65_536 } else { p };
+                                    let c = u32::try_from(unit)
+                                        .ok()
+                                        .and_then(char::from_u32)
+                                        .unwrap_or('\u{FFFD}');
+                                    html.text(c.encode_utf8(&mut [0; 4]));
+                                    fallback = scope.uc;
+                                }
+                            }
+                            _ if emit => {
+                                if let Some(text) = rtf_word_text(word) {
+                                    html.text(text);
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    Some(b'*') => {
+                        starred = group_start;
+                        at += 2;
+                    }
+                    Some(b'\'') => {
+                        let hex = rtf
+                            .get(at + 2..at + 4)
+                            .and_then(|h| std::str::from_utf8(h).ok())
+                            .and_then(|h| u8::from_str_radix(h, 16).ok());
+                        at += 4;
+                        if let Some(value) = hex {
+                            if fallback > 0 {
+                                fallback -= 1;
+                            } else if emit {
+                                html.pending.push(value);
+                            }
+                        }
+                        group_start = false;
+                    }
+                    Some(symbol) => {
+                        at += 2;
+                        group_start = false;
+                        if emit {
+                            let text = match symbol {
+                                b'{' => "{",
+                                b'}' => "}",
+                                b'\\' => "\\",
+                                b'~' => "\u{A0}",
+                                b'_' => "\u{AD}",
+                                b'\r' | b'\n' => "\r\n",
+                                _ => "",
+                            };
+                            html.text(text);
+                        }
+                    }
+                    None => at += 1,
+                }
+            }
+            _ => {
+                at += 1;
+                group_start = false;
+                if fallback > 0 {
+                    fallback -= 1;
+                } else if emit {
+                    html.pending.push(byte);
+                }
+            }
+        }
+    }
+    html.flush();
+    Ok((!html.out.trim().is_empty()).then_some(html.out))
+}
+
+/// The control word whose letters start at `at` (after the backslash): its name, its numeric
+/// parameter and where the next token starts (past the space that may end the word).
+fn control_word(rtf: &[u8], at: usize) -> (&[u8], Option<i64>, usize) {
+    let rest = rtf.get(at..).unwrap_or_default();
+    let letters = rest
+        .iter()
+        .take(MAX_RTF_WORD)
+        .take_while(|b| b.is_ascii_alphabetic())
+        .count();
+    let word = rest.get(..letters).unwrap_or_default();
+    let mut end = letters;
+    let negative =
+        rest.get(end) == Some(&b'-') && rest.get(end + 1).is_some_and(u8::is_ascii_digit);
+    if negative {
+        end += 1;
+    }
+    let digits = rest
+        .get(end..)
+        .unwrap_or_default()
+        .iter()
+        .take(MAX_RTF_DIGITS)
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    let param = rest
+        .get(end..end + digits)
+        .and_then(|d| std::str::from_utf8(d).ok())
+        .and_then(|d| d.parse::<i64>().ok())
+        .map(|v| if negative { -v } else { v });
+    end += digits;
+    if rest.get(end) == Some(&b' ') {
+        end += 1;
+    }
+    (word, param, at + end)
+}
+
+/// The text of the control words [MS-OXRTFEX] 2.1.3.1.4.2 allows in encapsulated HTML.
+fn rtf_word_text(word: &[u8]) -> Option<&'static str> {
+    Some(match word {
+        b"par" | b"line" => "\r\n",
+        b"tab" => "\t",
+        b"lquote" => "\u{2018}",
+        b"rquote" => "\u{2019}",
+        b"ldblquote" => "\u{201C}",
+        b"rdblquote" => "\u{201D}",
+        b"bullet" => "\u{2022}",
+        b"endash" => "\u{2013}",
+        b"emdash" => "\u{2014}",
+        _ => return None,
+    })
 }
 
 fn substg(path: &str, id: u16, kind: u16) -> String {
@@ -711,6 +1088,149 @@ mod tests {
         assert_eq!(filetime_to_unix(u64::MAX), None);
     }
 
+    /// A message whose only body is `rtf`, stored as compressed RTF.
+    fn rtf_only(rtf: &[u8]) -> Vec<u8> {
+        build(
+            &[
+                ("/__substg1.0_0037001F", utf16("RTF only")),
+                (
+                    "/__substg1.0_10090102",
+                    crate::lzfu::compress_literally(rtf),
+                ),
+            ],
+            &[],
+        )
+    }
+
+    const PLAIN_RTF: &[u8] = b"{\\rtf1\\ansi\\ansicpg1252\\deff0{\\fonttbl{\\f0\\fswiss Arial;}}\
+\\pard\\plain\\f0\\fs20 Hello from an RTF body.\\par Second paragraph caf\\'e9.\\par}";
+
+    /// Encapsulated HTML as [MS-OXRTFEX] 3.1 writes it: markup in `\*\htmltag` groups, the
+    /// RTF-only formatting between `\htmlrtf` and `\htmlrtf0`.
+    const HTML_RTF: &[u8] = b"{\\rtf1\\ansi\\ansicpg1252\\fromhtml1 \\deff0{\\fonttbl\r\n\
+{\\f0\\fswiss Arial;}}{\\colortbl\\red0\\green0\\blue0;}\r\n{\\*\\htmltag64}\r\n\
+\\uc1\\pard\\plain\\deftab360 \\f0\\fs24 \r\n\
+{\\*\\htmltag2 <html><head><title>Ignored</title></head><body>\\par <p>}\
+{\\htmlrtf \\f0 \\htmlrtf0 Encapsulated {\\*\\htmltag84 <b>}{\\htmlrtf \\b \\htmlrtf0 bold\
+{\\*\\htmltag92 </b>}} text \\{x\\} caf\\'e9 \\u8364?{\\*\\htmltag84 &lt;}\\htmlrtf <\\htmlrtf0 \
+tag\\htmlrtf\\par\\htmlrtf0}\r\n\
+{\\*\\htmltag4 </p>\\par <ul><li>}item one{\\*\\htmltag4 </li></ul></body></html>}}";
+
+    #[test]
+    fn a_compressed_rtf_body_is_read_as_rtf() {
+        let extraction = run(extract, &rtf_only(PLAIN_RTF), "msg").unwrap();
+        let md = &extraction.markdown;
+        assert_in_order(
+            md,
+            &[
+                "# RTF only",
+                "Hello from an RTF body.",
+                "Second paragraph café.",
+            ],
+        );
+        assert!(!md.contains("Arial") && !md.contains('\\'), "{md}");
+        assert!(extraction.warnings.is_empty(), "{:?}", extraction.warnings);
+    }
+
+    #[test]
+    fn html_encapsulated_in_rtf_is_read_as_html() {
+        let extraction = run(extract, &rtf_only(HTML_RTF), "msg").unwrap();
+        let md = &extraction.markdown;
+        assert_in_order(
+            md,
+            &[
+                "# RTF only",
+                "Encapsulated **bold** text {x} café €<tag",
+                "- item one",
+            ],
+        );
+        assert!(!md.contains("Arial") && !md.contains('?'), "{md}");
+    }
+
+    #[test]
+    fn de_encapsulation_keeps_markup_and_drops_rtf_only_text() {
+        let html = html_from_rtf(HTML_RTF, &Limits::default(), &Control::default())
+            .unwrap()
+            .unwrap();
+        assert!(
+            html.contains("<p>Encapsulated <b>bold</b> text {x} café €&lt;tag</p>\r\n<ul>"),
+            "{html}"
+        );
+        assert!(html.contains("<ul><li>item one</li>"), "{html}");
+        assert!(!html.contains("Arial") && !html.contains("\\"), "{html}");
+        // Not encapsulated HTML: read as RTF.
+        let plain = html_from_rtf(PLAIN_RTF, &Limits::default(), &Control::default()).unwrap();
+        assert_eq!(plain, None);
+        // Deeper than the nesting limit: read as RTF.
+        let limits = Limits {
+            max_nesting_depth: 2,
+            ..Limits::default()
+        };
+        assert_eq!(
+            html_from_rtf(HTML_RTF, &limits, &Control::default()).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn the_plain_body_wins_over_the_rtf_body() {
+        let bytes = build(
+            &[
+                ("/__substg1.0_1000001F", utf16("The plain body.")),
+                (
+                    "/__substg1.0_10090102",
+                    crate::lzfu::compress_literally(PLAIN_RTF),
+                ),
+            ],
+            &[],
+        );
+        let md = run(extract, &bytes, "msg").unwrap().markdown;
+        assert!(
+            md.contains("The plain body.") && !md.contains("RTF body"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn a_damaged_rtf_body_is_skipped_with_a_warning() {
+        let mut compressed = crate::lzfu::compress_literally(PLAIN_RTF);
+        let last = compressed.len() - 1;
+        compressed[last] ^= 0xFF;
+        let bytes = build(
+            &[
+                ("/__substg1.0_0037001F", utf16("Damaged")),
+                ("/__substg1.0_10090102", compressed),
+            ],
+            &[],
+        );
+        let extraction = run(extract, &bytes, "msg").unwrap();
+        assert!(extraction.markdown.starts_with("# Damaged"));
+        assert!(!extraction.markdown.contains("Hello"));
+        assert!(
+            extraction
+                .warnings
+                .iter()
+                .any(|w| w.contains("compressed RTF body was skipped") && w.contains("CRC")),
+            "{:?}",
+            extraction.warnings
+        );
+    }
+
+    #[test]
+    fn an_rtf_body_past_the_read_budget_is_too_complex() {
+        // A header announcing 1 GiB of RTF: refused before anything is decompressed.
+        let mut compressed = crate::lzfu::compress_literally(PLAIN_RTF);
+        compressed[4..8].copy_from_slice(&(1u32 << 30).to_le_bytes());
+        let bytes = rtf_only_stream(compressed);
+        let err = run(extract, &bytes, "msg").unwrap_err();
+        assert_eq!(err.code, "document_too_complex");
+        assert!(err.detail.contains("RTF"), "{}", err.detail);
+    }
+
+    fn rtf_only_stream(compressed: Vec<u8>) -> Vec<u8> {
+        build(&[("/__substg1.0_10090102", compressed)], &[])
+    }
+
     const ALLOWED: &[&str] = &["malformed_document", "document_too_complex"];
 
     proptest! {
@@ -729,6 +1249,30 @@ mod tests {
             let mut bytes = sample();
             mutate(&mut bytes, &flips, cut);
             never_panics(extract, &bytes, "msg", ALLOWED)?;
+        }
+
+        #[test]
+        fn damaged_rtf_bodies_never_panic(
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..16),
+            cut in 0usize..4096,
+            html in any::<bool>(),
+        ) {
+            let mut compressed =
+                crate::lzfu::compress_literally(if html { HTML_RTF } else { PLAIN_RTF });
+            mutate(&mut compressed, &flips, cut);
+            never_panics(extract, &rtf_only_stream(compressed), "msg", ALLOWED)?;
+        }
+
+        #[test]
+        fn arbitrary_rtf_never_panics(
+            rtf in proptest::collection::vec(any::<u8>(), 0..1024),
+            html in any::<bool>(),
+        ) {
+            // The RTF of a sound compressed stream is what the fuzzer controls here, with the
+            // `\fromhtml1` header or without.
+            let mut body = if html { b"{\\rtf1\\fromhtml1 ".to_vec() } else { Vec::new() };
+            body.extend(rtf);
+            never_panics(extract, &rtf_only(&body), "msg", ALLOWED)?;
         }
     }
 }
