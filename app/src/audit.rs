@@ -27,6 +27,9 @@ pub enum DenialReason {
     InsufficientScope,
     /// The identity's fixed window is used up.
     RateLimited,
+    /// A change authenticated by the web session cookie (or a sign-in) without this server's
+    /// `Origin`.
+    CrossOrigin,
 }
 
 impl DenialReason {
@@ -36,6 +39,7 @@ impl DenialReason {
             DenialReason::InvalidCredential => "invalid_credential",
             DenialReason::InsufficientScope => "insufficient_scope",
             DenialReason::RateLimited => "rate_limited",
+            DenialReason::CrossOrigin => "cross_origin",
         }
     }
 }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use shelf_documents::pages::page_listing;
 use shelf_documents::{
-    ContentPage, Deleted, Document, PageListing, SearchFacets, SearchRequest, content_page, dewey,
-    stored_classifications,
+    ContentPage, Deleted, Document, DocumentFilter, PageListing, SearchFacets, SearchRequest,
+    content_page, dewey, stored_classifications,
 };
 use shelf_engine::subject_sql::{delete_runs_of, run_created_order, succeeded_run_ids};
 
@@ -17,13 +17,14 @@ use crate::shelf::Shelf;
 use crate::uploads::{UploadError, UploadSink};
 
 impl Shelf {
-    /// A page of documents, newest first, with the total count.
+    /// A page of the documents `filter` lets through, newest first, with their total count.
     pub async fn list_documents(
         &self,
+        filter: &DocumentFilter,
         limit: u64,
         offset: u64,
     ) -> Result<(Vec<Document>, u64), AppError> {
-        Ok(self.documents.list(limit, offset).await?)
+        Ok(self.documents.list(filter, limit, offset).await?)
     }
 
     pub async fn document(&self, id: &str) -> Result<Document, AppError> {

@@ -295,6 +295,14 @@ impl Shelf {
         })
     }
 
+    /// The document's stored transcript cues in order (none when it is not a transcript).
+    pub async fn transcript(
+        &self,
+        document_id: &str,
+    ) -> Result<Vec<shelf_documents::Segment>, AppError> {
+        Ok(shelf_documents::segments(&self.db, document_id).await?)
+    }
+
     /// The citation of `quote` in a document's stored transcript segments; `None` when the
     /// document has none (not a transcript) or the quote is not there.
     pub async fn cite(

@@ -10,6 +10,7 @@ pub mod disk;
 pub mod documents_service;
 pub mod error;
 pub mod export;
+pub mod failures;
 pub mod hooks;
 pub mod imports;
 pub mod llm_report;
@@ -25,6 +26,7 @@ pub mod settings;
 pub mod shelf;
 pub mod telemetry;
 pub mod uploads;
+pub mod web_sessions;
 
 pub use error::AppError;
 pub use export::{Export, ExportFormat};

@@ -662,7 +662,14 @@ mod tests {
         assert!(matches!(err, UploadError::TooLarge { max_bytes: 10_000 }));
         drop(small);
         assert_eq!(staged_files(&store), 0);
-        assert_eq!(store.list(10, 0).await.expect("list").1, 0);
+        assert_eq!(
+            store
+                .list(&Default::default(), 10, 0)
+                .await
+                .expect("list")
+                .1,
+            0
+        );
     }
 
     #[tokio::test]

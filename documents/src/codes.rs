@@ -75,6 +75,9 @@ make_error_codes! {
     InvalidApiKey = "invalid_api_key", 401;
     /// A read-scope key on a write route.
     InsufficientScope = "insufficient_scope", 403;
+    /// A browser request authenticated by its session cookie that changes something came
+    /// without an `Origin` of this server (cross-site request forgery is refused).
+    CrossOriginRequest = "cross_origin_request", 403;
     /// Unknown document, run or route; a document without cleaned output yet.
     NotFound = "not_found", 404;
     /// The route exists with other methods.

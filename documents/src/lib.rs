@@ -22,6 +22,7 @@ pub mod dewey;
 pub mod error;
 pub mod extractions;
 pub mod filename;
+pub mod filter;
 pub mod formats;
 pub mod ids;
 pub mod index;
@@ -43,6 +44,7 @@ pub use extractions::{
     segments,
 };
 pub use filename::{extension_of, normalize_filename, stem_of};
+pub use filter::{DocumentFilter, DocumentFilterText};
 pub use formats::{
     Format, Identified, Kind, check_extension, check_upload_head, check_upload_prefix, format_for,
     identify, is_archive_extension, sniff_archive,
@@ -61,6 +63,8 @@ pub use search::{
     SearchIds, SearchPage, SearchRequest, SearchScope, normalize_query, parse_timestamp,
     search_facets, search_ids, search_results,
 };
+/// A transcript cue as [`segments`] returns it.
+pub use shelf_extractors::Segment;
 pub use sql::{format_timestamp, lock_document_statement, now_timestamp};
 pub use store::{
     DocumentStore, check_upload_filename, delete_statements, find_document, set_results,

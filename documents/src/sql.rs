@@ -49,6 +49,22 @@ pub fn lock_document_statement(backend: DbBackend, id: &str) -> Option<Statement
     })
 }
 
+/// Appends ` AND {column} starts with prefix` to a filter: what a classification prefix means
+/// everywhere (search, facets, the document list). A plain string prefix: `636` matches `636`
+/// and `636.1…`, `6` the whole class; an unclassified document (NULL) never matches.
+pub(crate) fn push_classification_prefix(
+    sql: &mut String,
+    values: &mut Vec<Value>,
+    column: &str,
+    prefix: &str,
+) {
+    sql.push_str(&format!(" AND substr({column}, 1, ?) = ?"));
+    // An INTEGER length: PostgreSQL has no substr(text, int, bigint).
+    let length = i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX);
+    values.push(length.into());
+    values.push(prefix.to_string().into());
+}
+
 /// Stored timestamp format: RFC 3339 UTC with milliseconds and `Z`, sortable as text.
 pub fn format_timestamp(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)

@@ -14,6 +14,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Statement, Value
 use crate::dewey;
 use crate::error::{DocumentsError, Result};
 use crate::filename::{extension_of, normalize_filename};
+use crate::filter::DocumentFilter;
 use crate::formats::{check_extension, identify};
 use crate::ids::is_document_id;
 use crate::ids::{SNIFF_BYTES, document_id, is_sha256_hex, sha256_reader};
@@ -387,20 +388,30 @@ impl DocumentStore {
             .ok_or_else(|| DocumentsError::NotFound { id: id.to_string() })
     }
 
-    /// A page of documents, newest first (then by id), with the total count.
-    pub async fn list(&self, limit: u64, offset: u64) -> Result<(Vec<Document>, u64)> {
+    /// A page of the documents `filter` lets through, newest first (then by id), with their
+    /// total count. A reversed window is `InvalidSearchWindow`.
+    pub async fn list(
+        &self,
+        filter: &DocumentFilter,
+        limit: u64,
+        offset: u64,
+    ) -> Result<(Vec<Document>, u64)> {
+        filter.check()?;
+        let (conditions, values) = filter.sql(self.db.get_database_backend());
         let sql = format!(
-            "SELECT {DOCUMENT_COLUMNS} FROM documents ORDER BY created_at DESC, id ASC \
-             LIMIT ? OFFSET ?"
+            "SELECT {DOCUMENT_COLUMNS} FROM documents d WHERE 1 = 1{conditions} \
+             ORDER BY d.created_at DESC, d.id ASC LIMIT ? OFFSET ?"
         );
-        let rows = self
-            .db
-            .query_all_sql(stmt(&sql, [to_i64(limit).into(), to_i64(offset).into()]))
-            .await?;
+        let mut page_values = values.clone();
+        page_values.extend([to_i64(limit).into(), to_i64(offset).into()]);
+        let rows = self.db.query_all_sql(stmt(&sql, page_values)).await?;
         let documents = rows.iter().map(document_from_row).collect::<Result<_>>()?;
         let total = match self
             .db
-            .query_one_sql(stmt("SELECT count(*) AS n FROM documents", []))
+            .query_one_sql(stmt(
+                &format!("SELECT count(*) AS n FROM documents d WHERE 1 = 1{conditions}"),
+                values,
+            ))
             .await?
         {
             Some(row) => get_u64(&row, "n")?,

@@ -9,9 +9,10 @@ use common::{Env, files_under};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use shelf_db::sql::SqlExt;
 use shelf_documents::{
-    DocumentResults, DocumentStatus, DocumentsError, SourceKind, TextRecord, content_page,
-    document_id, find_document, get_text, index_document, latest_succeeded_text, latest_text,
-    put_text, set_results, sha256_hex, status_after_unsuccessful_run_statement, status_statement,
+    DocumentFilter, DocumentResults, DocumentStatus, DocumentsError, SourceKind, TextRecord,
+    content_page, document_id, find_document, get_text, index_document, latest_succeeded_text,
+    latest_text, put_text, set_results, sha256_hex, status_after_unsuccessful_run_statement,
+    status_statement,
 };
 
 async fn count(db: &impl ConnectionTrait, sql: &str) -> i64 {
@@ -256,7 +257,11 @@ async fn list_is_newest_first_with_total(env: Env) {
         ids.push(doc.document.id);
         tokio::time::sleep(std::time::Duration::from_millis(3)).await;
     }
-    let (page, total) = env.store.list(2, 1).await.expect("list");
+    let (page, total) = env
+        .store
+        .list(&Default::default(), 2, 1)
+        .await
+        .expect("list");
     assert_eq!(total, 5);
     let got: Vec<_> = page.iter().map(|d| d.id.clone()).collect();
     assert_eq!(got, vec![ids[3].clone(), ids[2].clone()]);
@@ -266,6 +271,196 @@ async fn list_is_newest_first_with_total(env: Env) {
         .await
         .expect_err("missing");
     assert_eq!(err.code(), "not_found");
+}
+
+/// Documents with known statuses, codes, tags and creation times (set by hand, so the window
+/// is decided by construction), for the list's filters. Their ids, in the order made.
+async fn filterable(env: &Env) -> Vec<String> {
+    // (status, classification, tags, created_at)
+    let specs: [(DocumentStatus, Option<&str>, &[&str], &str); 6] = [
+        (
+            DocumentStatus::Ready,
+            Some("636.1"),
+            &["horses", "farm"],
+            "2026-11-01T10:00:00.000Z",
+        ),
+        (
+            DocumentStatus::Ready,
+            Some("636"),
+            &["Horses"],
+            "2026-11-02T00:00:00.000Z",
+        ),
+        (
+            DocumentStatus::Failed,
+            Some("63"),
+            &[],
+            "2026-11-03T12:00:00.000Z",
+        ),
+        (
+            DocumentStatus::Ingested,
+            None,
+            &["horses"],
+            "2026-11-04T00:00:00.000Z",
+        ),
+        (
+            DocumentStatus::Ready,
+            Some("637"),
+            &["horses farm"],
+            "2026-11-05T00:00:00.000Z",
+        ),
+        (
+            DocumentStatus::Ready,
+            Some("636.2"),
+            &[],
+            "2026-11-06T00:00:00.000Z",
+        ),
+    ];
+    let mut ids = Vec::new();
+    for (i, (status, code, tags, created)) in specs.into_iter().enumerate() {
+        let doc = env
+            .upload(&format!("f{i}.txt"), format!("filterable {i}").as_bytes())
+            .await
+            .expect("ingest")
+            .document;
+        env.store
+            .set_results(
+                &doc.id,
+                &DocumentResults {
+                    classification_code: code.map(str::to_string),
+                    tags: tags.iter().map(|t| t.to_string()).collect(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("results");
+        env.db()
+            .execute_sql(status_statement(&doc.id, status))
+            .await
+            .expect("status");
+        env.db()
+            .execute_sql(Statement::from_sql_and_values(
+                DbBackend::Sqlite,
+                "UPDATE documents SET created_at = ? WHERE id = ?",
+                [created.into(), doc.id.clone().into()],
+            ))
+            .await
+            .expect("created_at");
+        ids.push(doc.id);
+    }
+    ids
+}
+
+on_both_backends!(list_filters_by_status_prefix_tag_and_window);
+async fn list_filters_by_status_prefix_tag_and_window(env: Env) {
+    let ids = filterable(&env).await;
+    let at = |text: &str| {
+        chrono::DateTime::parse_from_rfc3339(text)
+            .expect("time")
+            .with_timezone(&chrono::Utc)
+    };
+    // The ids a filter lets through (newest first) and the total it reports.
+    let listed = |filter: DocumentFilter| {
+        let store = env.store.clone();
+        async move {
+            let (page, total) = store.list(&filter, 100, 0).await.expect("list");
+            assert_eq!(total, page.len() as u64, "{filter:?}");
+            page.into_iter().map(|d| d.id).collect::<Vec<_>>()
+        }
+    };
+    let of = |picks: &[usize]| picks.iter().map(|&i| ids[i].clone()).collect::<Vec<_>>();
+
+    assert_eq!(
+        listed(DocumentFilter::default()).await,
+        of(&[5, 4, 3, 2, 1, 0])
+    );
+    let status = |s| DocumentFilter {
+        status: Some(s),
+        ..Default::default()
+    };
+    assert_eq!(
+        listed(status(DocumentStatus::Ready)).await,
+        of(&[5, 4, 1, 0])
+    );
+    assert_eq!(listed(status(DocumentStatus::Failed)).await, of(&[2]));
+    assert_eq!(listed(status(DocumentStatus::Processing)).await, of(&[]));
+
+    // A plain string prefix, as search's: `636` is 636 and 636.x, not 63 or 637.
+    let prefix = |p: &str| DocumentFilter {
+        classification_prefix: Some(p.to_string()),
+        ..Default::default()
+    };
+    assert_eq!(listed(prefix("636")).await, of(&[5, 1, 0]));
+    assert_eq!(listed(prefix("636.1")).await, of(&[0]));
+    assert_eq!(listed(prefix("63")).await, of(&[5, 4, 2, 1, 0]));
+    assert_eq!(listed(prefix("  ")).await, of(&[5, 4, 3, 2, 1, 0]));
+
+    // One whole element, exactly: not `Horses`, not `horses farm`.
+    let tag = |t: &str| DocumentFilter {
+        tag: Some(t.to_string()),
+        ..Default::default()
+    };
+    assert_eq!(listed(tag("horses")).await, of(&[3, 0]));
+    assert_eq!(listed(tag("Horses")).await, of(&[1]));
+    assert_eq!(listed(tag("farm")).await, of(&[0]));
+    assert_eq!(listed(tag("hors")).await, of(&[]));
+    // A value that would be SQL if it were spliced in is only a value.
+    assert_eq!(listed(tag("') OR 1=1 --")).await, of(&[]));
+
+    // Both bounds inclusive.
+    let window = |after: Option<&str>, before: Option<&str>| DocumentFilter {
+        created_after: after.map(at),
+        created_before: before.map(at),
+        ..Default::default()
+    };
+    assert_eq!(
+        listed(window(
+            Some("2026-11-02T00:00:00Z"),
+            Some("2026-11-04T00:00:00Z")
+        ))
+        .await,
+        of(&[3, 2, 1])
+    );
+    assert_eq!(
+        listed(window(Some("2026-11-05T00:00:00.001Z"), None)).await,
+        of(&[5])
+    );
+    assert_eq!(
+        listed(window(None, Some("2026-11-01T10:00:00Z"))).await,
+        of(&[0])
+    );
+
+    // Combined, with paging and a total over the whole filtered set.
+    let combined = DocumentFilter {
+        status: Some(DocumentStatus::Ready),
+        classification_prefix: Some("636".into()),
+        tag: None,
+        created_after: Some(at("2026-11-01T00:00:00Z")),
+        created_before: Some(at("2026-11-06T00:00:00Z")),
+    };
+    assert_eq!(listed(combined.clone()).await, of(&[5, 1, 0]));
+    let (page, total) = env.store.list(&combined, 1, 1).await.expect("page");
+    assert_eq!(total, 3);
+    assert_eq!(
+        page.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+        of(&[1])
+    );
+    let tagged = DocumentFilter {
+        tag: Some("horses".into()),
+        ..combined
+    };
+    assert_eq!(listed(tagged).await, of(&[0]));
+
+    // A window that ends before it starts is refused, as search refuses it.
+    let err = env
+        .store
+        .list(
+            &window(Some("2026-11-02T00:00:00Z"), Some("2026-11-01T00:00:00Z")),
+            10,
+            0,
+        )
+        .await
+        .expect_err("reversed window");
+    assert_eq!(err.code(), "invalid_search_window");
 }
 
 on_both_backends!(results_statuses_and_texts);

@@ -12,6 +12,8 @@ mod m20261124_000001_trace;
 mod m20261125_000001_run_lifecycle;
 mod m20261126_000001_one_text_copy;
 mod m20261126_000002_audit_aggregate;
+mod m20261127_000001_web_sessions;
+mod m20261127_000002_failed_runs_index;
 
 pub struct Migrator;
 
@@ -32,6 +34,7 @@ pub const TABLES: &[&str] = &[
     "search_cleaned",
     "search_documents",
     "search_raw",
+    "web_sessions",
 ];
 
 /// Runs, in order, the statements written for the connection's backend (every migration here is
@@ -69,6 +72,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000001_run_lifecycle::Migration),
             Box::new(m20261126_000001_one_text_copy::Migration),
             Box::new(m20261126_000002_audit_aggregate::Migration),
+            Box::new(m20261127_000001_web_sessions::Migration),
+            Box::new(m20261127_000002_failed_runs_index::Migration),
         ]
     }
 }

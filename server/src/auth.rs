@@ -1,6 +1,8 @@
 //! Authentication, scopes and the rate limit, in one middleware that runs before routing.
 //! A credential comes in `x-api-key` or `Authorization: Bearer`; it is hashed and compared in
-//! constant time with every configured digest. Denials are audited without key material.
+//! constant time with every configured digest. Without one, a browser's web session cookie
+//! (`web::session`) stands for the key it was made with; changes it authenticates need this
+//! server's `Origin`. Page requests (`/`, `/ui/…`) pass with their [`Viewer`] attached. Denials are audited without key material.
 
 use axum::extract::{Request, State};
 use axum::http::HeaderMap;
@@ -17,6 +19,9 @@ use crate::error::{ApiError, ErrorCode};
 use crate::policy::{Access, required_access};
 use crate::rate_limit::Verdict;
 use crate::state::AppState;
+use crate::web::session::{
+    Viewer, cookie_token, is_unsafe, same_origin, session_identity, session_scope,
+};
 
 /// The credential a request presents: `x-api-key` first, else a Bearer token. A header that
 /// is present but unusable (empty, another scheme) still counts as presented, so it is denied
@@ -85,7 +90,18 @@ fn scope_name(scope: Scope) -> &'static str {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity(pub String);
 
-/// The middleware.
+/// How a request authenticated, when it did.
+enum Presented {
+    /// Nothing usable.
+    Nothing,
+    /// A key in a header (`x-api-key`, Bearer): scripts and the CLI.
+    Key(Vec<u8>),
+    /// The web session cookie (no key header): a browser signed in through `/ui/sign-in`.
+    Session(String),
+}
+
+/// The middleware. A key in a header wins over a session cookie; a cookie is only looked up
+/// when there is no key, so API clients never pay for a session lookup.
 pub async fn authorize(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let access = required_access(req.method(), req.uri().path());
     // Probes and /version are never authenticated, and not counted here: a load balancer's
@@ -95,26 +111,39 @@ pub async fn authorize(State(state): State<AppState>, mut req: Request, next: Ne
         return next.run(req).await;
     }
     let client = client_ip(&req, &state.shelf.settings.api.trusted_proxy_cidrs);
-    let presented = presented_credential(req.headers());
-    let scope = if state.auth_enabled() {
-        presented
-            .as_deref()
-            .and_then(|key| match_credential(&state.credentials, key))
-    } else {
-        None
+    let presented = match presented_credential(req.headers()) {
+        Some(key) => Presented::Key(key),
+        None => match cookie_token(req.headers()) {
+            Some(token) if state.auth_enabled() => Presented::Session(token.to_string()),
+            _ => Presented::Nothing,
+        },
+    };
+    let scope = match &presented {
+        _ if !state.auth_enabled() => None,
+        Presented::Key(key) => match_credential(&state.credentials, key),
+        Presented::Session(token) => match session_scope(&state, token).await {
+            Ok(scope) => scope,
+            Err(e) => return ApiError::from(e).into_response(),
+        },
+        Presented::Nothing => None,
     };
     let v6_prefix = state.shelf.settings.api.client_ipv6_prefix;
     let client_name = client.map_or_else(|| "unknown".to_string(), |ip| client_key(ip, v6_prefix));
-    let identity = match (&scope, presented.as_deref()) {
-        (Some(_), Some(key)) => format!("key:{}", hex::encode(Sha256::digest(key))),
+    let identity = match (&scope, &presented) {
+        (Some(_), Presented::Key(key)) => format!("key:{}", hex::encode(Sha256::digest(key))),
+        (Some(_), Presented::Session(token)) => session_identity(token),
         _ => format!("ip:{client_name}"),
     };
+    // A session that expired or whose key was removed counts as no credential: the browser is
+    // sent to sign in again rather than told its key is wrong.
+    let credential_present = matches!(presented, Presented::Key(_))
+        || (matches!(presented, Presented::Session(_)) && scope.is_some());
     let denial = |reason: DenialReason, retry_after: Option<u64>| DenialEvent {
         method: req.method().as_str().to_string(),
         path: req.uri().path().chars().take(MAX_PATH_CHARS).collect(),
         client_host: client.map(|ip| ip.to_string()),
         client_key: client_name.clone(),
-        credential_present: presented.is_some(),
+        credential_present,
         scope: scope.map(|s| scope_name(s).to_string()),
         reason,
         retry_after_seconds: retry_after,
@@ -130,8 +159,38 @@ pub async fn authorize(State(state): State<AppState>, mut req: Request, next: Ne
             .into_response();
     }
 
+    // What a cookie authenticates (and a sign-in, which has no cookie yet) may only be changed
+    // from this server's own pages: SameSite keeps other sites' requests from carrying the
+    // cookie, and this refuses those that would anyway (an old browser, a sibling subdomain).
+    let by_cookie = matches!(presented, Presented::Session(_)) && scope.is_some();
+    let needs_origin = is_unsafe(req.method()) && (by_cookie || access == Access::Page);
+    if needs_origin && !same_origin(req.headers()) {
+        state.audit.deny(denial(DenialReason::CrossOrigin, None));
+        return ApiError::new(
+            ErrorCode::CrossOriginRequest,
+            "This change must come from Shelf's own pages (the Origin header is missing or \
+             names another site); scripts send x-api-key instead of the session cookie",
+        )
+        .into_response();
+    }
+
+    if access == Access::Page {
+        let viewer = Viewer {
+            scope: if state.auth_enabled() {
+                scope
+            } else {
+                Some(Scope::Write)
+            },
+            session: by_cookie,
+            auth_enabled: state.auth_enabled(),
+        };
+        req.extensions_mut().insert(viewer);
+        req.extensions_mut().insert(Identity(identity));
+        return next.run(req).await;
+    }
+
     if state.auth_enabled()
-        && let Some((reason, error)) = refusal(presented.is_some(), scope, access)
+        && let Some((reason, error)) = refusal(credential_present, scope, access)
     {
         state.audit.deny(denial(reason, None));
         return error.into_response();
@@ -148,7 +207,7 @@ pub fn refusal(
     access: Access,
 ) -> Option<(DenialReason, ApiError)> {
     match (presented, scope) {
-        _ if access == Access::Open => None,
+        _ if matches!(access, Access::Open | Access::Page) => None,
         (false, _) => Some((
             DenialReason::MissingCredential,
             ApiError::new(

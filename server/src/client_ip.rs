@@ -39,6 +39,18 @@ pub fn client_key(ip: IpAddr, v6_prefix: u8) -> String {
     }
 }
 
+/// Whether the client reached Shelf over TLS: a trusted proxy (the peer) says so with
+/// `X-Forwarded-Proto: https` (Shelf itself serves plain HTTP). Session cookies are then
+/// `Secure`.
+pub fn forwarded_https(peer: Option<IpAddr>, headers: &HeaderMap, trusted: &[IpNet]) -> bool {
+    peer.is_some_and(|ip| is_trusted(ip, trusted))
+        && headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"))
+}
+
 fn is_trusted(ip: IpAddr, trusted: &[IpNet]) -> bool {
     trusted.iter().any(|net| net.contains(ip))
 }
@@ -47,7 +59,7 @@ fn is_trusted(ip: IpAddr, trusted: &[IpNet]) -> bool {
 /// proxies; the first untrusted address is the client. Entries left of it were written by the
 /// client itself and are never believed. A malformed entry stops the walk at the last address
 /// known to be good.
-fn resolve(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+pub fn resolve(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
     if !is_trusted(peer, trusted) {
         return peer;
     }

@@ -20,6 +20,7 @@ pub mod request_span;
 pub mod routes;
 pub mod serve;
 pub mod state;
+pub mod web;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -45,7 +46,9 @@ pub use state::{AppState, ServerOptions};
 /// 8. `SHELF_API_MAX_REQUEST_BYTES`.
 pub fn router(state: AppState) -> Router {
     let max_request_bytes = state.shelf.settings.api.max_request_bytes;
-    let inner = routes::routes().with_state(state.clone());
+    let inner = routes::routes()
+        .merge(web::routes())
+        .with_state(state.clone());
     Router::new().fallback_service(inner).layer(
         ServiceBuilder::new()
             .layer(axum::middleware::from_fn(middleware::request_id))

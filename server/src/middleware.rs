@@ -70,15 +70,29 @@ const SECURITY_HEADERS: &[(&str, &str)] = &[
 ];
 
 /// The response headers of docs/api.md ("Every response") on every response: JSON, text, event
-/// streams and errors alike.
+/// streams and errors alike. A web page sets its own `Content-Security-Policy` (it loads the
+/// server's own stylesheet and script) and `Referrer-Policy` (`web::layout`), an asset its own
+/// `Cache-Control`; those are kept.
 pub async fn security_headers(req: Request, next: Next) -> Response {
     let mut response = next.run(req).await;
+    let cacheable = response.extensions().get::<Cacheable>().is_some();
     let headers = response.headers_mut();
     for (name, value) in SECURITY_HEADERS {
-        headers.insert(*name, HeaderValue::from_static(value));
+        let own = match *name {
+            "content-security-policy" | "referrer-policy" => headers.contains_key(*name),
+            "cache-control" => cacheable,
+            _ => false,
+        };
+        if !own {
+            headers.insert(*name, HeaderValue::from_static(value));
+        }
     }
     response
 }
+
+/// Marks a response whose own `Cache-Control` stands (the web assets, named by digest).
+#[derive(Debug, Clone, Copy)]
+pub struct Cacheable;
 
 /// `SHELF_API_MAX_REQUEST_BYTES`, before routing: a declared `Content-Length` over the limit is
 /// refused without reading a byte; otherwise the body is wrapped so that streaming past the
@@ -115,12 +129,13 @@ pub async fn errors(req: Request, next: Next) -> Response {
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
-    let is_json = response
+    // A web page's error is a page (with its banner), not JSON.
+    let has_body = response
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if is_json {
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+    if has_body {
         return response;
     }
     let code = ErrorCode::for_status(status.as_u16());
@@ -142,9 +157,14 @@ pub async fn errors(req: Request, next: Next) -> Response {
     replaced
 }
 
-/// The fallback for unknown routes.
-pub async fn not_found() -> ApiError {
-    ApiError::not_found("Not Found")
+/// The fallback for unknown routes: JSON, or a page under `/ui` (where a browser is).
+pub async fn not_found(viewer: Option<axum::Extension<crate::web::session::Viewer>>) -> Response {
+    match viewer {
+        Some(axum::Extension(viewer)) => {
+            crate::web::layout::PageError::not_found(&viewer, "Page").into_response()
+        }
+        None => ApiError::not_found("Not Found").into_response(),
+    }
 }
 
 /// `CatchPanicLayer`'s handler: the panic text is a cause, never a detail.

@@ -15,6 +15,14 @@ pub enum Access {
     Read,
     /// A write-scope credential.
     Write,
+    /// A web page or asset (`/` and everything under `/ui`): the pages check the session
+    /// themselves, sending a browser to the sign-in page rather than answering JSON.
+    Page,
+}
+
+/// True for the web pages' paths (see [`Access::Page`]).
+pub fn is_page_path(path: &str) -> bool {
+    path == "/" || under(path, "/ui")
 }
 
 /// What a route declares next to its handler.
@@ -77,6 +85,9 @@ impl Policies {
     /// not route) needs read scope to read (`GET`, `HEAD`, `OPTIONS`) and write scope
     /// otherwise.
     pub fn access(&self, method: &Method, path: &str) -> Access {
+        if is_page_path(path) {
+            return Access::Page;
+        }
         let declared = |policy: Policy| self.0.iter().filter(move |r| r.policy == policy);
         if declared(Policy::Open).any(|r| r.path == path) {
             return Access::Open;
@@ -141,6 +152,10 @@ mod tests {
             (Method::DELETE, "/documents/doc_1", Access::Write),
             (Method::POST, "/runs/run_1/cancel", Access::Write),
             (Method::GET, "/runs//events", Access::Read),
+            (Method::GET, "/", Access::Page),
+            (Method::GET, "/ui", Access::Page),
+            (Method::POST, "/ui/sign-in", Access::Page),
+            (Method::GET, "/uix", Access::Read),
         ];
         for (method, path, expected) in cases {
             assert_eq!(required_access(&method, path), expected, "{method} {path}");

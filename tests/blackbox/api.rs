@@ -681,6 +681,159 @@ async fn sigterm_leaves_in_process_runs_resumable() {
 /// The upload rules users expect: an empty file is refused (`empty_file`), two `file` parts
 /// are refused naming the field (the first is not kept), and `shelf import` of an empty file
 /// fails with the same code.
+/// `GET /documents` filtered by query parameters: status, classification prefix, tag and
+/// creation window narrow the page and its total; invalid values answer search's codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_document_list_filters_by_query_parameters() {
+    let env = migrated(Env::new());
+    let api = Api::start(&env);
+    let client = client();
+    let (status, processed) = upload(
+        &client,
+        &api,
+        "horses.txt",
+        b"Horses are large domesticated animals. Horses graze on farms and horses pull carts.\n"
+            .to_vec(),
+    )
+    .await;
+    assert_eq!(status, 201, "{processed}");
+    let (status, waiting) =
+        upload(&client, &api, "later.txt", b"Not processed yet.\n".to_vec()).await;
+    assert_eq!(status, 201, "{waiting}");
+    let id = processed["id"].as_str().expect("id").to_string();
+    let waiting_id = waiting["id"].as_str().expect("id").to_string();
+    let run = run_to_the_end_with(
+        &client,
+        &api,
+        json!({"document_id": id, "processing_mode": "process"}),
+    )
+    .await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    let doc = get_json(&client, &api, &format!("/documents/{id}")).await;
+    assert_eq!(doc["status"], "ready", "{doc}");
+    let code = doc["classification"]
+        .as_str()
+        .expect("a classification")
+        .to_string();
+    let tag = doc["tags"][0].as_str().expect("a tag").to_string();
+    let created = doc["created_at"].as_str().expect("created_at").to_string();
+
+    // The ids listed for a query string, and the total (always the whole filtered count).
+    let ids = |query: String| {
+        let client = client.clone();
+        let url = api.url(&format!("/documents?{query}"));
+        async move {
+            let response = client.get(url).send().await.expect("list");
+            assert_eq!(response.status(), 200, "{query}");
+            let list: Value = response.json().await.expect("json");
+            let ids: Vec<String> = list["documents"]
+                .as_array()
+                .expect("documents")
+                .iter()
+                .map(|d| d["id"].as_str().expect("id").to_string())
+                .collect();
+            assert_eq!(list["total"], ids.len() as u64, "{query}: {list}");
+            // Sorted: two uploads may share a creation millisecond, so their order is not
+            // what this test is about.
+            let mut ids = ids;
+            ids.sort();
+            ids
+        }
+    };
+    // Percent-encodes a query value (every byte but the unreserved ones).
+    let encode = |v: &str| {
+        v.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    let mut both = vec![waiting_id.clone(), id.clone()];
+    both.sort();
+    assert_eq!(ids(String::new()).await, both);
+    assert_eq!(ids("status=ready".into()).await, vec![id.clone()]);
+    assert_eq!(
+        ids("status=ingested".into()).await,
+        vec![waiting_id.clone()]
+    );
+    // Empty values filter nothing, as in a search body.
+    assert_eq!(
+        ids("status=&tag=&classification_prefix=".into()).await,
+        both
+    );
+    let class = &code[..1];
+    assert_eq!(
+        ids(format!("classification_prefix={}", encode(class))).await,
+        vec![id.clone()]
+    );
+    assert_eq!(
+        ids(format!("classification_prefix={}", encode(&code))).await,
+        vec![id.clone()]
+    );
+    assert_eq!(
+        ids(format!("classification_prefix={}x", encode(&code))).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(ids(format!("tag={}", encode(&tag))).await, vec![id.clone()]);
+    assert_eq!(
+        ids(format!("tag={}", encode(&format!("{tag} ")))).await,
+        vec![id.clone()],
+        "a value is trimmed, as search trims it"
+    );
+    assert_eq!(
+        ids(format!("tag={}", encode(&tag[..tag.len() - 1]))).await,
+        Vec::<String>::new()
+    );
+    // The window is inclusive, in RFC 3339 or as a date.
+    assert_eq!(
+        ids(format!(
+            "created_after={}&created_before={}&status=ready&limit=1",
+            encode(&created),
+            encode(&created)
+        ))
+        .await,
+        vec![id.clone()]
+    );
+    assert_eq!(
+        ids("created_before=2000-01-01".into()).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(ids("created_after=2000-01-01".into()).await, both);
+
+    let refused = |query: &'static str| {
+        let client = client.clone();
+        let url = api.url(&format!("/documents?{query}"));
+        async move {
+            let response = client.get(url).send().await.expect("list");
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.expect("json");
+            (status, body)
+        }
+    };
+    let (status, body) = refused("status=done").await;
+    assert_eq!(
+        (status, &body["code"]),
+        (400, &json!("invalid_document_status")),
+        "{body}"
+    );
+    let (status, body) = refused("created_after=2026-12-02&created_before=2026-12-01").await;
+    assert_eq!(
+        (status, &body["code"]),
+        (400, &json!("invalid_search_window")),
+        "{body}"
+    );
+    let (status, body) = refused("created_after=yesterday").await;
+    assert_eq!(
+        (status, &body["code"]),
+        (422, &json!("validation_error")),
+        "{body}"
+    );
+    assert!(body.to_string().contains("created_after"), "{body}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_files_and_second_file_parts_are_refused() {
     let env = migrated(Env::new());

@@ -33,3 +33,4 @@ mod secrets;
 mod storage;
 mod support;
 mod telemetry;
+mod web;

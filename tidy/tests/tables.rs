@@ -230,6 +230,7 @@ const TABLE_OWNERS: &[(&str, &str)] = &[
     ("extraction_cache", "documents"),
     ("search_*", "documents"),
     ("api_audit_events", "app"),
+    ("web_sessions", "app"),
 ];
 
 /// Crates that may name any table: the schema's migrations create them all.

@@ -106,6 +106,9 @@ pub struct ApiSettings {
     /// Queue executors `shelf api` runs in its own process (`--workers` overrides): each
     /// claims queued runs like `shelf worker`. 0, the default, keeps the API to enqueueing.
     pub workers: usize,
+    /// A web page session (the cookie a sign-in exchanges a key for) ends this many hours
+    /// after it was opened, whatever the browser does with the cookie.
+    pub session_hours: u32,
 }
 
 impl ApiSettings {
@@ -158,6 +161,7 @@ pub(super) fn parse(r: &mut Reader) -> ApiSettings {
         header_read_timeout_seconds: r.parse("SHELF_API_HEADER_READ_TIMEOUT_SECONDS", 10, COUNT),
         keep_alive_timeout_seconds: r.parse("SHELF_API_KEEP_ALIVE_TIMEOUT_SECONDS", 75, COUNT),
         workers: r.parse("SHELF_API_WORKERS", 0, COUNT),
+        session_hours: r.parse("SHELF_API_SESSION_HOURS", 12, COUNT),
     };
     r.check(
         api.workers <= MAX_API_WORKERS,
@@ -176,6 +180,11 @@ pub(super) fn parse(r: &mut Reader) -> ApiSettings {
     r.check(
         (1..=86_400).contains(&api.stream_max_seconds),
         "SHELF_API_STREAM_MAX_SECONDS must be between 1 and 86400",
+    );
+    // A month at most: a stolen cookie must not outlive the key's rotation by much more.
+    r.check(
+        (1..=720).contains(&api.session_hours),
+        "SHELF_API_SESSION_HOURS must be between 1 and 720",
     );
     api
 }

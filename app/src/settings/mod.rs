@@ -247,6 +247,7 @@ impl Settings {
                 "header_read_timeout_seconds": api.header_read_timeout_seconds,
                 "keep_alive_timeout_seconds": api.keep_alive_timeout_seconds,
                 "workers": api.workers,
+                "session_hours": api.session_hours,
             },
             "logging": {
                 "format": logging.format,

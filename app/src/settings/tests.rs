@@ -171,25 +171,30 @@ fn load_limits_default_and_are_bounded() {
     assert_eq!(s.api.client_ipv6_prefix, 64);
     assert_eq!(s.api.max_streams_per_client, 8);
     assert_eq!(s.api.stream_max_seconds, 300);
+    assert_eq!(s.api.session_hours, 12);
     let s = of(&[
         ("SHELF_API_CLIENT_IPV6_PREFIX", "56"),
         ("SHELF_API_MAX_STREAMS_PER_CLIENT", "0"),
         ("SHELF_API_STREAM_MAX_SECONDS", "30"),
+        ("SHELF_API_SESSION_HOURS", "720"),
     ])
     .unwrap();
     assert_eq!(
         (
             s.api.client_ipv6_prefix,
             s.api.max_streams_per_client,
-            s.api.stream_max_seconds
+            s.api.stream_max_seconds,
+            s.api.session_hours
         ),
-        (56, 0, 30)
+        (56, 0, 30, 720)
     );
     for (name, bad) in [
         ("SHELF_API_CLIENT_IPV6_PREFIX", "0"),
         ("SHELF_API_CLIENT_IPV6_PREFIX", "129"),
         ("SHELF_API_STREAM_MAX_SECONDS", "0"),
         ("SHELF_API_STREAM_MAX_SECONDS", "86401"),
+        ("SHELF_API_SESSION_HOURS", "0"),
+        ("SHELF_API_SESSION_HOURS", "721"),
         ("SHELF_API_MAX_STREAMS_PER_CLIENT", "-1"),
     ] {
         let e = of(&[(name, bad)]).unwrap_err();

@@ -7,7 +7,7 @@ use shelf_db::sql::SqlExt;
 use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Value};
 
 use crate::error::{DocumentsError, Result};
-use crate::sql::{format_timestamp, get_u64, stmt, to_i64};
+use crate::sql::{format_timestamp, get_u64, push_classification_prefix, stmt, to_i64};
 
 use super::query::{NormalizedQuery, normalize_query};
 use super::request::{
@@ -77,11 +77,12 @@ pub(super) fn prepare(req: &SearchRequest, backend: DbBackend) -> Result<Prepare
         filter_values.push(code.into());
     }
     if let Some(prefix) = present(&req.classification_prefix) {
-        filter_sql.push_str(" AND substr(d.classification, 1, ?) = ?");
-        // An INTEGER length: PostgreSQL has no substr(text, int, bigint).
-        let length = i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX);
-        filter_values.push(length.into());
-        filter_values.push(prefix.into());
+        push_classification_prefix(
+            &mut filter_sql,
+            &mut filter_values,
+            "d.classification",
+            &prefix,
+        );
     }
     if let Some(status) = req.document_status {
         filter_sql.push_str(" AND d.status = ?");

@@ -12,6 +12,7 @@ mod lease;
 pub use lease::LeaseGuard;
 pub(crate) use lease::Write;
 
+use chrono::{DateTime, SecondsFormat, Utc};
 use shelf_db::sql::SqlExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -393,6 +394,30 @@ impl RunStore {
             .await?;
         let runs = rows.iter().map(run_from_row).collect::<Result<_, _>>()?;
         Ok((runs, total))
+    }
+
+    /// Failed runs that finished at or after `since`, newest first (then by id), at most
+    /// `limit`: what the operations page counts by error code. The partial index
+    /// `runs_failed_finished` keeps it a walk over failed runs only.
+    pub async fn recent_failures(
+        &self,
+        since: DateTime<Utc>,
+        limit: u64,
+    ) -> Result<Vec<RunRecord>, EngineError> {
+        let rows = self
+            .db
+            .query_all_sql(stmt(
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE status = 'failed' AND finished_at >= ? \
+                     ORDER BY finished_at DESC, id DESC LIMIT ?"
+                ),
+                vec![
+                    since.to_rfc3339_opts(SecondsFormat::Millis, true).into(),
+                    (limit.min(i64::MAX as u64) as i64).into(),
+                ],
+            ))
+            .await?;
+        rows.iter().map(run_from_row).collect()
     }
 
     /// Runs a worker may take or holds, oldest due first.

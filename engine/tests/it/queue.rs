@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use sea_orm::{DbBackend, Statement};
 use serde_json::json;
+use shelf_db::sql::SqlExt;
 use shelf_engine::executor::ClaimOutcome;
 use shelf_engine::{EngineConfig, EngineError, RunStatus};
 use tokio_util::sync::CancellationToken;
@@ -468,7 +470,70 @@ async fn a_paced_worker_keeps_the_runs_its_pacer_wants(backend: Backend) {
     worker.await.unwrap();
 }
 
+/// The failed runs the operations page counts: only failed ones, only those finished at or
+/// after `since`, newest first, at most `limit`. The finish times are set by hand so the window
+/// is decided by construction, not by the wall clock.
+async fn recent_failures_are_the_failed_runs_of_the_window_newest_first(backend: Backend) {
+    let (_dir, db) = database(backend).await;
+    let probe = Arc::new(Probe::default());
+    let e = engine(&db, &probe, fast_config());
+    let bad = compile(
+        &e,
+        "version: 1\nstages:\n  bad: { uses: step, with: { fail_times: 1000, fatal: true } }\n",
+    );
+    let ok = compile(&e, "version: 1\nstages:\n  ok: { uses: step }\n");
+    let mut ids = Vec::new();
+    for (subject, pipeline) in [("s0", &bad), ("s1", &bad), ("s2", &bad), ("s3", &ok)] {
+        let run = e.submit(subject, pipeline, json!({})).await.unwrap();
+        e.run_in_process(&run.id, "test", CancellationToken::new())
+            .await
+            .unwrap();
+        ids.push(run.id);
+    }
+    let finish = [
+        "2026-11-27T08:00:00.000Z",
+        "2026-11-27T09:30:00.000Z",
+        "2026-11-27T09:45:00.000Z",
+        "2026-11-27T09:50:00.000Z",
+    ];
+    for (id, at) in ids.iter().zip(finish) {
+        db.execute_sql(Statement::from_sql_and_values(
+            DbBackend::Sqlite,
+            "UPDATE runs SET finished_at = ? WHERE id = ?",
+            [at.into(), id.clone().into()],
+        ))
+        .await
+        .unwrap();
+    }
+    let since = chrono::DateTime::parse_from_rfc3339("2026-11-27T09:30:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let store = e.store();
+    let listed = |runs: Vec<shelf_engine::RunRecord>| -> Vec<String> {
+        runs.into_iter()
+            .map(|r| {
+                assert_eq!(r.status, RunStatus::Failed);
+                assert_eq!(r.error_code(), Some("boom"), "{:?}", r.error);
+                r.id
+            })
+            .collect()
+    };
+    // The run finished exactly at `since` is in (inclusive); the earlier one and the
+    // succeeded one are not.
+    assert_eq!(
+        listed(store.recent_failures(since, 10).await.unwrap()),
+        vec![ids[2].clone(), ids[1].clone()]
+    );
+    assert_eq!(
+        listed(store.recent_failures(since, 1).await.unwrap()),
+        vec![ids[2].clone()]
+    );
+    let later = since + chrono::Duration::hours(1);
+    assert!(store.recent_failures(later, 10).await.unwrap().is_empty());
+}
+
 on_both_backends!(
+    recent_failures_are_the_failed_runs_of_the_window_newest_first,
     a_paced_worker_keeps_the_runs_its_pacer_wants,
     a_closed_claim_gate_pauses_claims_and_lets_runs_in_flight_finish,
     queue_counts_tell_queued_due_running_and_expired_runs_apart,

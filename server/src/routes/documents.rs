@@ -9,8 +9,8 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Deserializer};
 use shelf_app::ExportFormat;
 use shelf_app::RunView;
-use shelf_documents::ContentPage;
 use shelf_documents::citations::MAX_QUOTE_CHARS;
+use shelf_documents::{ContentPage, DocumentFilterText, DocumentsError};
 use utoipa::IntoParams;
 use utoipa_axum::routes;
 
@@ -167,6 +167,16 @@ pub async fn batch(
     headers: HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Json<BatchOut>, ApiError> {
+    read_batch(&state, &headers, multipart).await.map(Json)
+}
+
+/// A batch upload's request read and committed: the entries `POST /documents/batch` answers
+/// (also what the web page's form posts, `web::upload`).
+pub async fn read_batch(
+    state: &AppState,
+    headers: &HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<BatchOut, ApiError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -234,9 +244,12 @@ pub async fn batch(
         failed = out.failed,
         "documents_batch_uploaded"
     );
-    Ok(Json(out))
+    Ok(out)
 }
 
+/// A page of the list and its filters. The filters mean what search's filters of the same
+/// names mean, and are checked by the same code (`DocumentFilterText::parse`); an empty value
+/// filters nothing.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct PageQuery {
@@ -246,14 +259,37 @@ pub struct PageQuery {
     /// Default 0.
     #[param(minimum = 0, maximum = 9_007_199_254_740_991_u64)]
     pub offset: Option<u64>,
+    /// Only documents of this status: `ingested`, `processing`, `ready` or `failed`
+    /// (anything else: `400 invalid_document_status`).
+    #[param(example = "ready")]
+    pub status: Option<String>,
+    /// Dewey code prefix: `636` matches `636` and `636.1…`, `6` the whole class;
+    /// unclassified documents never match.
+    #[param(example = "636")]
+    pub classification_prefix: Option<String>,
+    /// Only documents with exactly this tag (one element of `tags`, case-sensitive).
+    pub tag: Option<String>,
+    /// Created at or after: RFC 3339, a date-time without offset (UTC) or a date (midnight
+    /// UTC). Not a time: `422 validation_error`.
+    #[param(example = "2026-11-01")]
+    pub created_after: Option<String>,
+    /// Created at or before, in the same forms; before `created_after`:
+    /// `400 invalid_search_window`.
+    #[param(example = "2026-11-30T23:59:59Z")]
+    pub created_before: Option<String>,
 }
 
 /// List documents
 ///
-/// Newest first.
+/// Newest first, optionally filtered by status, classification prefix, tag and creation
+/// window (all inclusive); `total` counts the documents the filters let through.
 #[utoipa::path(
     get, path = "/documents", operation_id = "list_documents", tag = "documents", params(PageQuery),
-    responses((status = 200, body = DocumentList))
+    responses(
+        (status = 200, body = DocumentList),
+        (status = 400, description = "`invalid_document_status`, `invalid_search_window` (`created_after` later than `created_before`)", body = ErrorBody),
+        (status = 422, description = "`validation_error`: a page size out of range, or a time that is not one", body = ErrorBody),
+    )
 )]
 pub async fn list(
     State(state): State<AppState>,
@@ -261,7 +297,22 @@ pub async fn list(
 ) -> Result<Json<DocumentList>, ApiError> {
     let limit = page_limit("limit", q.limit, 100, 1000)?;
     let offset = page_offset(&["query", "offset"], q.offset)?;
-    let (documents, total) = state.shelf.list_documents(limit, offset).await?;
+    let filter = DocumentFilterText {
+        status: q.status.as_deref(),
+        classification_prefix: q.classification_prefix.as_deref(),
+        tag: q.tag.as_deref(),
+        created_after: q.created_after.as_deref(),
+        created_before: q.created_before.as_deref(),
+    }
+    .parse()
+    .map_err(|e| match e {
+        // Search names the body's field; here the field is in the query string.
+        DocumentsError::InvalidTimestamp { field, .. } => {
+            ApiError::invalid(&["query", field], e.to_string(), "value_error")
+        }
+        other => other.into(),
+    })?;
+    let (documents, total) = state.shelf.list_documents(&filter, limit, offset).await?;
     Ok(Json(DocumentList {
         documents: documents.into_iter().map(DocumentOut::from).collect(),
         total,

@@ -417,7 +417,7 @@ mod tests {
             .await
             .expect("connect");
         let store = DocumentStore::new(db.clone(), data);
-        let (_, total) = store.list(100, 0).await.expect("list");
+        let (_, total) = store.list(&Default::default(), 100, 0).await.expect("list");
         for id in ids {
             let doc = store.get(id).await.expect("document");
             let bytes = std::fs::read(data.join(&doc.storage_path)).expect("file");
