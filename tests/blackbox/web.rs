@@ -263,6 +263,32 @@ async fn pages_sessions_and_their_guards_over_the_wire() {
         .expect("key");
     assert_eq!(r.status(), StatusCode::OK);
 
+    // A transcript hit links to the cue where the words were said, and the cue is there.
+    let srt = "1\n00:00:01,000 --> 00:00:04,000\nFarriers trim the hooves of working horses.\n\n\
+               2\n00:01:05,500 --> 00:01:09,000\nA loose shoe should be replaced at once.\n";
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(srt.as_bytes().to_vec()).file_name("farrier.srt"),
+    );
+    let r = write_key(api_client.post(api.url("/documents")))
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload srt");
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let transcript: Value = r.json().await.expect("json");
+    let transcript_id = transcript["id"].as_str().expect("id").to_string();
+    let out = env.run(&["process", &transcript_id]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (status, _, body) = page(&client, &api, "/ui/search?q=loose+shoe&phrase=on", &write).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let anchor = format!("/ui/documents/{transcript_id}#t-65500");
+    assert!(body.contains(&anchor), "{body}");
+    assert!(body.contains("<mark>"), "{body}");
+    let (_, _, body) = page(&client, &api, &format!("/ui/documents/{transcript_id}"), &write).await;
+    assert!(body.contains("id=\"t-65500\""), "{body}");
+    assert!(body.contains("1:05"), "{body}");
+
     // Every page answers with its headers.
     for path in [
         format!("/ui/documents/{id}"),
