@@ -25,10 +25,18 @@ pub struct StagePlan {
     pub when: Option<WhenFlag>,
     /// Total attempts allowed, the first included.
     pub max_attempts: u32,
+    /// Why the stage's kind cannot run in this process ([`crate::Stage::unavailable`]): it is
+    /// skipped with this reason.
+    pub unavailable: Option<String>,
 }
 
 impl StagePlan {
-    pub fn of(pipeline: &CompiledPipeline) -> Vec<StagePlan> {
+    /// The plans of `pipeline`'s stages; `unavailable` says, by stage kind, why one cannot run
+    /// here.
+    pub fn of(
+        pipeline: &CompiledPipeline,
+        unavailable: impl Fn(&str) -> Option<String>,
+    ) -> Vec<StagePlan> {
         pipeline
             .stages
             .iter()
@@ -37,6 +45,7 @@ impl StagePlan {
                 needs: s.needs.clone(),
                 when: s.when.clone(),
                 max_attempts: s.retry.attempts.max(1),
+                unavailable: unavailable(&s.kind),
             })
             .collect()
     }
@@ -390,6 +399,15 @@ impl Lifecycle {
                         continue;
                     }
                     let plan = &self.plans[i];
+                    if let Some(reason) = &plan.unavailable {
+                        self.slots[i].status = StageStatus::Skipped;
+                        effects.push(Effect::Skip {
+                            stage: plan.name.clone(),
+                            reason: format!("skipped: {reason}"),
+                        });
+                        progressed = true;
+                        continue;
+                    }
                     if let Some(when) = &plan.when
                         && !self.flag_set(when)
                     {

@@ -15,6 +15,7 @@ fn plan(name: &str, needs: &[&str], attempts: u32) -> StagePlan {
         needs: needs.iter().map(|s| s.to_string()).collect(),
         when: None,
         max_attempts: attempts,
+        unavailable: None,
     }
 }
 
@@ -188,6 +189,14 @@ fn pipelines() -> Vec<Vec<StagePlan>> {
             plan("b", &[], 1),
             plan("c", &["a", "b"], 2),
         ],
+        vec![
+            plan("a", &[], 1),
+            StagePlan {
+                unavailable: Some("no model here".into()),
+                ..plan("b", &["a"], 2)
+            },
+            plan("c", &["b"], 1),
+        ],
     ]
 }
 
@@ -266,6 +275,60 @@ fn the_reclaim_cap_fails_a_run_that_keeps_losing_its_worker() {
         &effects[..],
         [Effect::Finish { status: RunStatus::Failed, error: Some(e) }] if e.contains("reclaimed 4 times")
     ));
+}
+
+#[test]
+fn an_unavailable_stage_is_skipped_with_its_reason_and_its_dependents_run() {
+    let plans = vec![
+        plan("a", &[], 1),
+        StagePlan {
+            unavailable: Some("no embedding model is configured".into()),
+            ..plan("b", &["a"], 1)
+        },
+        plan("c", &["b"], 1),
+    ];
+    let (mut m, effects) = Lifecycle::claimed(fresh(), Ok(plans), &[]);
+    assert_eq!(
+        effects,
+        vec![Effect::Start {
+            stage: "a".into(),
+            attempt: 1,
+            of: 1
+        }]
+    );
+    let effects = m.step(Event::StageSucceeded {
+        stage: "a".into(),
+        output: json!({}),
+    });
+    assert_eq!(
+        effects,
+        vec![
+            Effect::Succeeded {
+                stage: "a".into(),
+                output: json!({})
+            },
+            Effect::Skip {
+                stage: "b".into(),
+                reason: "skipped: no embedding model is configured".into()
+            },
+            Effect::Start {
+                stage: "c".into(),
+                attempt: 1,
+                of: 1
+            },
+        ]
+    );
+    let effects = m.step(Event::StageSucceeded {
+        stage: "c".into(),
+        output: json!({}),
+    });
+    assert_eq!(
+        effects.last(),
+        Some(&Effect::Finish {
+            status: RunStatus::Succeeded,
+            error: None
+        })
+    );
 }
 
 #[test]
@@ -387,6 +450,7 @@ fn arb_pipeline() -> impl Strategy<Value = Vec<StagePlan>> {
                         .collect(),
                     when: None,
                     max_attempts: *attempts,
+                    unavailable: None,
                 })
                 .collect()
         })

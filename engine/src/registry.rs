@@ -19,6 +19,7 @@ pub(crate) trait ErasedStage: Send + Sync {
         options: &'a (dyn Any + Send + Sync),
         ctx: &'a StageContext,
     ) -> BoxFuture<'a, Result<Value, StageError>>;
+    fn unavailable(&self) -> Option<String>;
 }
 
 impl<S: Stage> ErasedStage for S {
@@ -45,6 +46,10 @@ impl<S: Stage> ErasedStage for S {
             }),
         }
     }
+
+    fn unavailable(&self) -> Option<String> {
+        Stage::unavailable(self)
+    }
 }
 
 #[derive(Default, Clone)]
@@ -69,6 +74,11 @@ impl Registry {
 
     pub(crate) fn get(&self, kind: &str) -> Option<&Arc<dyn ErasedStage>> {
         self.stages.get(kind)
+    }
+
+    /// Why stages of `kind` cannot run in this process, if they cannot ([`Stage::unavailable`]).
+    pub fn unavailable(&self, kind: &str) -> Option<String> {
+        self.get(kind).and_then(|stage| stage.unavailable())
     }
 
     /// Parses and checks a pipeline against the stage kinds registered here.

@@ -26,6 +26,13 @@ pub trait Stage: Send + Sync + 'static {
     /// Does the work and returns the output the engine checkpoints. Boolean fields of the
     /// output are the flags that `when:` conditions of later stages read.
     async fn run(&self, options: &Self::Options, ctx: &StageContext) -> Result<Value, StageError>;
+
+    /// Why this stage cannot run in this process (e.g. the model it needs is not configured):
+    /// a run then records it as `skipped` with this reason, as for an unmet `when:`, and its
+    /// dependents go on. `None`, the default: it runs.
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Why a stage attempt did not succeed. `retryable` failures are retried by the stage's retry

@@ -301,7 +301,7 @@ impl Engine {
         };
         let plans = pipeline
             .as_ref()
-            .map(StagePlan::of)
+            .map(|p| StagePlan::of(p, |kind| self.registry.unavailable(kind)))
             .map_err(|e| e.to_string());
         let (mut machine, effects) = Lifecycle::claimed(facts, plans, &checkpoints);
         let Ok(pipeline) = pipeline else {
