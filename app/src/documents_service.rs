@@ -86,7 +86,23 @@ impl Shelf {
         request: &SearchRequest,
         facet_limit: Option<u64>,
     ) -> Result<SearchFacets, AppError> {
-        Ok(shelf_documents::search_facets(&self.db, request, facet_limit).await?)
+        let request = self.with_query_vector(request).await?;
+        Ok(shelf_documents::search_facets(&self.db, &request, facet_limit).await?)
+    }
+
+    /// Documents nearest to `id` by meaning (its passages against theirs, with this process's
+    /// embedding model), nearest first; `embedding_unavailable` without a model.
+    pub async fn similar_documents(
+        &self,
+        id: &str,
+        limit: u64,
+    ) -> Result<Vec<shelf_documents::SearchHit>, AppError> {
+        let Some(embeddings) = &self.embeddings else {
+            return Err(AppError::Documents(
+                shelf_documents::DocumentsError::EmbeddingUnavailable,
+            ));
+        };
+        Ok(shelf_documents::similar_documents(&self.db, id, embeddings.identity(), limit).await?)
     }
 
     /// The built-in Dewey classes and divisions, plus every finer code a classifier wrote to a

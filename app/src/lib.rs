@@ -8,6 +8,7 @@ pub mod batch;
 pub mod db;
 pub mod disk;
 pub mod documents_service;
+pub mod embedding;
 pub mod error;
 pub mod export;
 pub mod failures;

@@ -1,6 +1,7 @@
 //! [`Shelf`]: one handle on the database, the document store and the engine, with the
 //! operations the CLI and the API expose.
 
+use shelf_stages::embed::Embeddings;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,6 +75,8 @@ pub struct Shelf {
     pub(crate) readiness: Arc<crate::readiness::ReadinessCache>,
     /// The limiter of this process's language-model requests, with a remote model.
     pub llm_limiter: Option<Arc<Limiter>>,
+    /// The local embedding model (`SHELF_EMBEDDING_MODEL_DIR`), for `embed` and search.
+    pub embeddings: Option<Embeddings>,
 }
 
 impl Shelf {
@@ -84,10 +87,15 @@ impl Shelf {
     pub async fn open(settings: Settings) -> Result<Shelf, AppError> {
         let db = db::connect_settings(&settings, settings.storage.database_max_connections).await?;
         db::migrate(&db).await?;
-        Ok(Self::assemble(settings, db))
+        let embeddings = crate::embedding::load(&settings.embedding).await?;
+        Ok(Self::assemble(settings, db, embeddings))
     }
 
-    fn assemble(settings: Settings, db: DatabaseConnection) -> Shelf {
+    fn assemble(
+        settings: Settings,
+        db: DatabaseConnection,
+        embeddings: Option<Embeddings>,
+    ) -> Shelf {
         let documents = DocumentStore::new(db.clone(), settings.storage.data_dir.clone());
         let extraction = ExtractionSettings {
             max_bytes: settings.extract.max_bytes,
@@ -134,6 +142,7 @@ impl Shelf {
                 .classification_prompt_version
                 .as_str()
                 .to_string(),
+            embeddings: embeddings.clone(),
         };
         let config = EngineConfig {
             lease: Duration::from_secs(settings.worker.lease_seconds),
@@ -167,6 +176,7 @@ impl Shelf {
             extraction,
             readiness,
             llm_limiter: provider.limiter,
+            embeddings,
         }
     }
 
@@ -455,10 +465,36 @@ impl Shelf {
     // ---- search ----
 
     pub async fn search_ids(&self, request: &SearchRequest) -> Result<SearchIds, AppError> {
-        Ok(shelf_documents::search_ids(&self.db, request).await?)
+        let request = self.with_query_vector(request).await?;
+        Ok(shelf_documents::search_ids(&self.db, &request).await?)
     }
 
     pub async fn search_results(&self, request: &SearchRequest) -> Result<SearchPage, AppError> {
-        Ok(shelf_documents::search_results(&self.db, request).await?)
+        let request = self.with_query_vector(request).await?;
+        Ok(shelf_documents::search_results(&self.db, &request).await?)
+    }
+
+    /// `request` with its query's vector when its mode needs one and this process has a model
+    /// (without a model, the search answers `embedding_unavailable`).
+    pub async fn with_query_vector<'a>(
+        &self,
+        request: &'a SearchRequest,
+    ) -> Result<std::borrow::Cow<'a, SearchRequest>, AppError> {
+        let Some(embeddings) = &self.embeddings else {
+            return Ok(std::borrow::Cow::Borrowed(request));
+        };
+        if !request.mode.is_dense() || request.query_vector.is_some() {
+            return Ok(std::borrow::Cow::Borrowed(request));
+        }
+        let values = embeddings
+            .embed_query(&request.query)
+            .await
+            .map_err(|e| AppError::Internal(format!("embedding the query: {e}")))?;
+        let mut owned = request.clone();
+        owned.query_vector = Some(shelf_documents::QueryVector {
+            model: embeddings.identity().to_string(),
+            values,
+        });
+        Ok(std::borrow::Cow::Owned(owned))
     }
 }

@@ -114,6 +114,8 @@ make_error_codes! {
     InvalidSearchQuery = "invalid_search_query", 400;
     /// `scope` is not `cleaned` or `raw`.
     InvalidSearchScope = "invalid_search_scope", 400;
+    /// `mode` is not `keyword`, `semantic` or `hybrid`.
+    InvalidSearchMode = "invalid_search_mode", 400;
     /// `document_status` is not one of the document states.
     InvalidDocumentStatus = "invalid_document_status", 400;
     /// Cancel of a run that already ended.
@@ -138,6 +140,9 @@ make_error_codes! {
     RunSubmissionFailed = "run_submission_failed", 503;
     /// Not ready, or storage unavailable.
     ServiceUnavailable = "service_unavailable", 503;
+    /// A semantic or hybrid search, or similar documents, without an embedding model
+    /// configured.
+    EmbeddingUnavailable = "embedding_unavailable", 503;
     /// The database was written by a newer Shelf.
     SchemaMismatch = "schema_mismatch", 503;
     /// The database is damaged; the operator restores a backup.

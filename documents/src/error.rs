@@ -56,6 +56,16 @@ pub enum DocumentsError {
     /// Unknown search `scope` value.
     #[error("Unknown search scope: {value} (expected cleaned or raw)")]
     InvalidSearchScope { value: String },
+    /// Unknown search `mode` value.
+    #[error("Unknown search mode: {value} (expected keyword, semantic or hybrid)")]
+    InvalidSearchMode { value: String },
+    /// A semantic or hybrid search without the query's vector: no embedding model is
+    /// configured (or it could not embed the query).
+    #[error(
+        "Semantic and hybrid search need an embedding model, and none is configured \
+         (SHELF_EMBEDDING_MODEL_DIR); use mode keyword"
+    )]
+    EmbeddingUnavailable,
     /// Internal: file-system failure.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
@@ -119,6 +129,8 @@ impl DocumentsError {
             DocumentsError::InvalidTimestamp { .. } => ErrorCode::ValidationError,
             DocumentsError::InvalidDocumentStatus { .. } => ErrorCode::InvalidDocumentStatus,
             DocumentsError::InvalidSearchScope { .. } => ErrorCode::InvalidSearchScope,
+            DocumentsError::InvalidSearchMode { .. } => ErrorCode::InvalidSearchMode,
+            DocumentsError::EmbeddingUnavailable => ErrorCode::EmbeddingUnavailable,
             DocumentsError::Db(e) if shelf_db::is_corrupt_db(e) => ErrorCode::DatabaseCorrupt,
             // A full disk is the operator's to fix, not an internal error.
             DocumentsError::Io(e) if shelf_db::is_storage_full_io(e) => {

@@ -28,6 +28,7 @@ pub mod ids;
 pub mod index;
 pub mod model;
 pub mod pages;
+pub mod passages;
 mod paths;
 pub mod retention;
 pub mod search;
@@ -56,12 +57,17 @@ pub use index::{
 };
 pub use model::{Deleted, Document, DocumentResults, DocumentStatus, Ingested, SourceKind};
 pub use pages::{ListedPage, PageListing, PageRecord, PageSource, PageSummary};
+pub use passages::{
+    OVERLAP_TOKENS, PASSAGE_TOKENS, Passage, PassageCounts, StoredPassage,
+    delete_passages_statement, document_passages, passage_counts, put_passages,
+    put_passages_statements, split_passages, split_transcript, stale_documents,
+};
 pub use paths::{DataDir, STAGING_DIR, TRASH_DIR, UPLOADS_DIR};
 pub use retention::{PrunedRunOf, pruned_run_statements};
 pub use search::{
-    FacetCount, MatchMode, NormalizedQuery, STOP_WORDS, SearchBody, SearchFacets, SearchHit,
-    SearchIds, SearchPage, SearchRequest, SearchScope, normalize_query, parse_timestamp,
-    search_facets, search_ids, search_results,
+    FacetCount, MatchMode, NormalizedQuery, QueryVector, STOP_WORDS, SearchBody, SearchFacets,
+    SearchHit, SearchIds, SearchMode, SearchPage, SearchRequest, SearchScope, normalize_query,
+    parse_timestamp, search_facets, search_ids, search_results, similar_documents,
 };
 /// A transcript cue as [`segments`] returns it.
 pub use shelf_extractors::Segment;

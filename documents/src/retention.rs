@@ -1,4 +1,4 @@
-//! The document rows a pruned run leaves behind (its texts and page records), as statements
+//! The document rows a pruned run leaves behind (its texts, page records and passages), as statements
 //! for the engine's retention transaction, so a run and what it wrote go together.
 //!
 //! A run's subject is its document's id. Transcript segments (`document_segments`) and the
@@ -17,9 +17,11 @@ pub struct PrunedRunOf<'a> {
     pub document_id: &'a str,
 }
 
-/// Deletes the texts and page records of `runs`. Both tables are keyed by document first
-/// (`document_texts_document`, the page records' primary key), so naming the documents turns
-/// each delete into index lookups instead of a scan of every text.
+/// Deletes the texts, page records and passages of `runs`. The tables are keyed by document
+/// first (`document_texts_document`, the page records' primary key, the passages' unique key),
+/// so naming the documents turns each delete into index lookups instead of a scan of every
+/// text. A document's passages are its latest embedding run's: they go when that run does,
+/// like the texts the index reads.
 pub fn pruned_run_statements(runs: &[PrunedRunOf<'_>]) -> Vec<Statement> {
     if runs.is_empty() {
         return Vec::new();
@@ -48,6 +50,10 @@ pub fn pruned_run_statements(runs: &[PrunedRunOf<'_>]) -> Vec<Statement> {
             &format!("DELETE FROM document_pages WHERE {condition}"),
             values(),
         ),
+        stmt(
+            &format!("DELETE FROM document_passages WHERE {condition}"),
+            values(),
+        ),
     ]
 }
 
@@ -72,7 +78,7 @@ mod tests {
             },
         ];
         let statements = pruned_run_statements(&runs);
-        assert_eq!(statements.len(), 2);
+        assert_eq!(statements.len(), 3);
         assert_eq!(
             statements[0].sql,
             "DELETE FROM document_texts WHERE document_id IN (?, ?) AND run_id IN (?, ?, ?)"

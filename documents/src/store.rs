@@ -546,6 +546,7 @@ pub fn delete_statements(document_id: &str, pk: i64) -> Vec<Statement> {
             "DELETE FROM document_pages WHERE document_id = ?",
             [document_id.to_string().into()],
         ),
+        crate::passages::delete_passages_statement(document_id),
         // The cache holds the document's text: it goes with the document.
         stmt(
             "DELETE FROM extraction_cache WHERE sha256 = (SELECT sha256 FROM documents WHERE pk = ?)",

@@ -14,6 +14,7 @@ mod m20261126_000001_one_text_copy;
 mod m20261126_000002_audit_aggregate;
 mod m20261127_000001_web_sessions;
 mod m20261127_000002_failed_runs_index;
+mod m20261127_000003_passages;
 
 pub struct Migrator;
 
@@ -23,6 +24,7 @@ pub struct Migrator;
 pub const TABLES: &[&str] = &[
     "api_audit_events",
     "document_pages",
+    "document_passages",
     "document_segments",
     "document_texts",
     "documents",
@@ -74,6 +76,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000002_audit_aggregate::Migration),
             Box::new(m20261127_000001_web_sessions::Migration),
             Box::new(m20261127_000002_failed_runs_index::Migration),
+            Box::new(m20261127_000003_passages::Migration),
         ]
     }
 }

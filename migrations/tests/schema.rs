@@ -145,6 +145,7 @@ async fn sqlite_columns(db: &DatabaseConnection) -> BTreeSet<Column> {
             let ty = match text(row, "ty").as_str() {
                 "INTEGER" => "bigint".to_string(),
                 "REAL" => "double precision".to_string(),
+                "BLOB" => "bytea".to_string(),
                 // FTS5 columns are untyped text.
                 "TEXT" | "" => "text".to_string(),
                 other => panic!("a SQLite type this test does not map: {other}"),

@@ -5,6 +5,7 @@ pub mod chunk;
 pub mod classify;
 pub mod clean;
 pub mod correct;
+pub mod embed;
 pub mod errors;
 pub mod extract;
 pub mod index;
@@ -21,7 +22,8 @@ use shelf_engine::Registry;
 
 pub use provider::{Provider, ProviderError};
 
-/// What the stages share: the document store and the language-model provider.
+/// What the stages share: the document store, the language-model provider and the embedding
+/// model.
 #[derive(Clone)]
 pub struct StageDeps {
     pub documents: DocumentStore,
@@ -39,6 +41,8 @@ pub struct StageDeps {
     pub cleaning_prompt_version: String,
     /// `SHELF_CLASSIFICATION_PROMPT_VERSION`, likewise.
     pub classification_prompt_version: String,
+    /// The local embedding model (`SHELF_EMBEDDING_MODEL_DIR`); `None`: `embed` is skipped.
+    pub embeddings: Option<embed::Embeddings>,
 }
 
 /// Every stage kind Shelf ships.
@@ -51,6 +55,7 @@ pub fn registry(deps: &StageDeps) -> Registry {
         .register(clean::Clean::new(deps))
         .register(classify::Classify::new(deps))
         .register(summarize::Summarize::new(deps))
+        .register(embed::Embed::new(deps))
         .register(index::Index::new(deps));
     registry
 }

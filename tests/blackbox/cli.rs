@@ -287,6 +287,7 @@ fn queued_runs_are_processed_by_a_worker_process() {
             ("clean", "succeeded"),
             ("classify", "succeeded"),
             ("summarize", "succeeded"),
+            ("embed", "skipped"),
             ("index", "succeeded"),
         ]
     );

@@ -9,6 +9,8 @@ mod cluster;
 mod container;
 mod crash;
 mod damage;
+#[path = "../support/embedding_model.rs"]
+mod embedding_model;
 mod export;
 mod fake_model;
 mod formats;
@@ -30,6 +32,7 @@ mod restore;
 mod retention;
 mod run_races;
 mod secrets;
+mod semantic;
 mod storage;
 mod support;
 mod telemetry;

@@ -279,13 +279,23 @@ async fn pages_sessions_and_their_guards_over_the_wire() {
     let transcript: Value = r.json().await.expect("json");
     let transcript_id = transcript["id"].as_str().expect("id").to_string();
     let out = env.run(&["process", &transcript_id]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (status, _, body) = page(&client, &api, "/ui/search?q=loose+shoe&phrase=on", &write).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let anchor = format!("/ui/documents/{transcript_id}#t-65500");
     assert!(body.contains(&anchor), "{body}");
     assert!(body.contains("<mark>"), "{body}");
-    let (_, _, body) = page(&client, &api, &format!("/ui/documents/{transcript_id}"), &write).await;
+    let (_, _, body) = page(
+        &client,
+        &api,
+        &format!("/ui/documents/{transcript_id}"),
+        &write,
+    )
+    .await;
     assert!(body.contains("id=\"t-65500\""), "{body}");
     assert!(body.contains("1:05"), "{body}");
 

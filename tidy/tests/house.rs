@@ -38,6 +38,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("db", &[]),
     ("migrations", &[]),
     ("extractors", &[]),
+    ("embed", &[]),
     ("ocr", &["shelf-extractors"]),
     ("engine", &["shelf-db"]),
     (
@@ -62,6 +63,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "shelf-documents",
             "shelf-stages",
             "shelf-migrations",
+            "shelf-embed",
         ],
     ),
     (
@@ -101,6 +103,7 @@ const FOREIGN: &[(&str, &[&str])] = &[
     ),
     ("ocr", &["sea-orm", "axum", "clap", "reqwest"]),
     ("migrations", &["axum", "clap", "reqwest"]),
+    ("embed", &["sea-orm", "tokio", "axum", "clap", "reqwest"]),
 ];
 
 #[test]

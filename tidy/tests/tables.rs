@@ -226,6 +226,7 @@ const TABLE_OWNERS: &[(&str, &str)] = &[
     ("documents", "documents"),
     ("document_texts", "documents"),
     ("document_pages", "documents"),
+    ("document_passages", "documents"),
     ("document_segments", "documents"),
     ("extraction_cache", "documents"),
     ("search_*", "documents"),

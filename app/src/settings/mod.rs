@@ -1,11 +1,12 @@
 //! The one typed configuration of Shelf, built once from `SHELF_*` variables into sections
-//! (storage, pipeline, worker, llm, chunking, extract, ocr, api, logging), each parsed by its
+//! (storage, pipeline, worker, llm, chunking, extract, ocr, embedding, api, logging), each parsed by its
 //! own file through one shared reader. Parsing takes the variables as input (tests never touch
 //! the process environment), reports every bad variable at once, turns every enum-like setting
 //! into its enum there, and keeps secrets in a wrapper that never prints.
 
 mod api;
 mod auth;
+mod embedding;
 mod extract;
 mod llm;
 mod logging;
@@ -20,6 +21,7 @@ use serde_json::{Value, json};
 
 pub use api::{ApiSettings, IpNet, MAX_API_WORKERS};
 pub use auth::{Credential, Scope, Secret};
+pub use embedding::EmbeddingSettings;
 pub use extract::ExtractSettings;
 pub use llm::{
     CPU_RUNS, ChunkingSettings, ClassificationPromptVersion, CleaningPromptVersion, LlmProvider,
@@ -46,6 +48,7 @@ pub struct Settings {
     pub chunking: ChunkingSettings,
     pub extract: ExtractSettings,
     pub ocr: OcrSettings,
+    pub embedding: EmbeddingSettings,
     pub api: ApiSettings,
     pub logging: LoggingSettings,
     /// `SHELF_*` variables that name no setting (likely typos), reported as warnings.
@@ -99,6 +102,7 @@ impl Settings {
             chunking: llm::parse_chunking(&mut r),
             extract: extract::parse(&mut r),
             ocr: ocr::parse(&mut r),
+            embedding: embedding::parse(&mut r),
             api: api::parse(&mut r),
             logging: logging::parse(&mut r),
             unknown_variables: Vec::new(),
@@ -224,6 +228,10 @@ impl Settings {
                 "low_confidence_threshold": ocr.low_confidence_threshold,
                 "page_concurrency": ocr.page_concurrency,
                 "fail_on_page_error": ocr.fail_on_page_error,
+            },
+            "embedding": {
+                "model_dir": self.embedding.model_dir,
+                "threads": self.embedding.threads,
             },
             "api": {
                 "host": api.host,

@@ -26,6 +26,10 @@ pub struct Args {
     /// Search the cleaned text (default) or the raw extracted source.
     #[arg(long, default_value = "cleaned", value_parser = ["cleaned", "raw"])]
     scope: String,
+    /// keyword (BM25), semantic (nearest passages by the local embedding model) or hybrid
+    /// (both, fused); the last two need SHELF_EMBEDDING_MODEL_DIR.
+    #[arg(long, default_value = "keyword", value_parser = ["keyword", "semantic", "hybrid"])]
+    mode: String,
     /// Only this exact Dewey code.
     #[arg(long)]
     classification: Option<String>,
@@ -61,6 +65,7 @@ pub async fn run(args: Args) -> CliResult {
         offset: Some(args.offset),
         phrase: args.phrase,
         scope: Some(args.scope.clone()),
+        mode: Some(args.mode.clone()),
         classification_code: args.classification.clone(),
         classification_prefix: args.classification_prefix.clone(),
         document_status: args.status.clone(),

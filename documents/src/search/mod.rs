@@ -9,7 +9,9 @@
 //! list), `query` (user text into terms), `plan` (validation, filters, match-mode plans and
 //! their running), `page` (the ranked page's statement and hits, shared by both dialects),
 //! `sqlite` and `postgres` (each dialect's matching, ranking and snippets), `snippets`
-//! (highlight sentinels and rendering), `facets`; this file holds the entry points.
+//! (highlight sentinels and rendering), `facets`, `vectors` (the passage vectors' in-memory
+//! matrix and its exact scan) and `semantic` (semantic and hybrid modes, their fusion with
+//! BM25, similar documents); this file holds the entry points, which dispatch on the mode.
 
 mod facets;
 mod page;
@@ -17,9 +19,11 @@ mod plan;
 mod postgres;
 mod query;
 mod request;
+mod semantic;
 mod snippets;
 mod sqlite;
 mod stop_words;
+pub mod vectors;
 
 use sea_orm::ConnectionTrait;
 
@@ -29,18 +33,23 @@ pub use facets::search_facets;
 pub use query::{KEYWORD_QUERY_TERMS, NormalizedQuery, normalize_query};
 pub use request::{
     DEFAULT_FACET_LIMIT, DEFAULT_LIMIT, FacetCount, MAX_FACET_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS,
-    MatchMode, SearchBody, SearchFacets, SearchHit, SearchIds, SearchPage, SearchRequest,
-    SearchScope, parse_timestamp,
+    MatchMode, QueryVector, SearchBody, SearchFacets, SearchHit, SearchIds, SearchMode, SearchPage,
+    SearchRequest, SearchScope, parse_timestamp,
 };
+pub use semantic::{FUSION_DEPTH, RRF_K, SEMANTIC_CANDIDATES, similar_documents};
 pub use snippets::{SNIPPET_TOKENS, render_snippet, strip_snippet_sentinels};
 pub use stop_words::{STOP_WORDS, is_stop_word};
 
 /// Ranked results with snippets. Validation errors (`SearchQueryTooLarge`,
-/// `InvalidSearchWindow`, `InvalidSearchQuery`) come before any database access.
+/// `InvalidSearchWindow`, `InvalidSearchQuery`, and `EmbeddingUnavailable` for a semantic or
+/// hybrid request without its query vector) come before any database access.
 pub async fn search_results(
     conn: &impl ConnectionTrait,
     req: &SearchRequest,
 ) -> Result<SearchPage> {
+    if req.mode.is_dense() {
+        return semantic::results(conn, req).await;
+    }
     let prepared = plan::prepare(req, conn.get_database_backend())?;
     let (rows, match_mode, total) = prepared.ranked(conn, req.effective_mode(), true).await?;
     let results = rows
@@ -58,6 +67,9 @@ pub async fn search_results(
 
 /// Matching document ids in ranked order, with the total.
 pub async fn search_ids(conn: &impl ConnectionTrait, req: &SearchRequest) -> Result<SearchIds> {
+    if req.mode.is_dense() {
+        return semantic::ids(conn, req).await;
+    }
     let prepared = plan::prepare(req, conn.get_database_backend())?;
     let (rows, match_mode, total) = prepared.ranked(conn, req.effective_mode(), false).await?;
     let document_ids = rows

@@ -38,6 +38,7 @@ impl Expression {
 type Plan = (Expression, MatchMode);
 
 /// Everything checked before the database is touched.
+#[derive(Clone)]
 pub(super) struct Prepared {
     pub(super) backend: DbBackend,
     table: &'static str,
@@ -52,6 +53,23 @@ pub(super) struct Prepared {
 /// Validates a request and builds its filters for `backend` (the few functions that differ:
 /// `instr` is `strpos` on PostgreSQL).
 pub(super) fn prepare(req: &SearchRequest, backend: DbBackend) -> Result<Prepared> {
+    validate(req)?;
+    let query = normalize_query(&req.query, req.phrase)?;
+    let (filter_sql, filter_values) = filters(req, backend);
+    Ok(Prepared {
+        backend,
+        table: req.scope.table(),
+        scope: req.scope,
+        query,
+        filter_sql,
+        filter_values,
+        limit: req.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT),
+        offset: req.offset,
+    })
+}
+
+/// The checks every mode makes before the database: the query's length and the window.
+pub(super) fn validate(req: &SearchRequest) -> Result<()> {
     if req.query.chars().nth(MAX_QUERY_CHARS).is_some() {
         return Err(DocumentsError::SearchQueryTooLarge {
             max: MAX_QUERY_CHARS,
@@ -62,8 +80,11 @@ pub(super) fn prepare(req: &SearchRequest, backend: DbBackend) -> Result<Prepare
     {
         return Err(DocumentsError::InvalidSearchWindow);
     }
-    let query = normalize_query(&req.query, req.phrase)?;
+    Ok(())
+}
 
+/// The request's filters as ` AND …` conditions on the documents (alias `d`) and their values.
+pub(super) fn filters(req: &SearchRequest, backend: DbBackend) -> (String, Vec<Value>) {
     let mut filter_sql = String::new();
     let mut filter_values: Vec<Value> = Vec::new();
     let present = |v: &Option<String>| {
@@ -104,19 +125,19 @@ pub(super) fn prepare(req: &SearchRequest, backend: DbBackend) -> Result<Prepare
         filter_sql.push_str(" AND d.created_at <= ?");
         filter_values.push(format_timestamp(before).into());
     }
-    Ok(Prepared {
-        backend,
-        table: req.scope.table(),
-        scope: req.scope,
-        query,
-        filter_sql,
-        filter_values,
-        limit: req.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT),
-        offset: req.offset,
-    })
+    (filter_sql, filter_values)
 }
 
 impl Prepared {
+    /// The same search for another page (hybrid reads the top of the keyword ranking).
+    pub(super) fn with_page(&self, limit: u64, offset: u64) -> Prepared {
+        Prepared {
+            limit,
+            offset,
+            ..self.clone()
+        }
+    }
+
     /// `FROM … WHERE …` of the matching rows joined to their documents, with the filters.
     pub(super) fn source_clause(&self, expression: &Expression) -> String {
         match expression {
@@ -320,6 +341,23 @@ impl Prepared {
             Ok((rows, total))
         })
         .await
+    }
+
+    /// The page of ids of the plan that matches, without the total (hybrid fuses the top of
+    /// the ranking and needs no count): a plan matches when its page is not empty.
+    pub(super) async fn top(
+        &self,
+        conn: &impl ConnectionTrait,
+        requested: MatchMode,
+    ) -> Result<(Vec<QueryResult>, MatchMode)> {
+        let (rows, mode, _) = self
+            .first_matching(requested, |expression| async move {
+                let rows = self.page(conn, &expression, false).await?;
+                let found = rows.len() as u64;
+                Ok((rows, found))
+            })
+            .await?;
+        Ok((rows, mode))
     }
 
     /// Picks the expression by counting, for facets.

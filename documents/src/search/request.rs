@@ -72,6 +72,59 @@ pub enum MatchMode {
     Any,
 }
 
+/// How a search ranks: by its words (BM25), by meaning (the passages' vectors nearest the
+/// query's), or both fused by reciprocal rank (docs/search.md, "Modes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// BM25 over the full-text index (the default).
+    #[default]
+    Keyword,
+    /// Documents by their best passage's cosine similarity to the query's vector.
+    Semantic,
+    /// Reciprocal rank fusion (k = 60) of the top 100 of each of the two.
+    Hybrid,
+}
+
+impl SearchMode {
+    /// The serialized name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Keyword => "keyword",
+            SearchMode::Semantic => "semantic",
+            SearchMode::Hybrid => "hybrid",
+        }
+    }
+
+    /// Parses a mode name; unknown values are `InvalidSearchMode`.
+    pub fn parse(value: &str) -> Result<Self> {
+        match value {
+            "keyword" => Ok(SearchMode::Keyword),
+            "semantic" => Ok(SearchMode::Semantic),
+            "hybrid" => Ok(SearchMode::Hybrid),
+            other => Err(DocumentsError::InvalidSearchMode {
+                value: other.chars().take(64).collect(),
+            }),
+        }
+    }
+
+    /// Whether the mode needs the query's vector.
+    pub fn is_dense(self) -> bool {
+        self != SearchMode::Keyword
+    }
+}
+
+/// The query's embedding, computed by the caller with the configured model (this crate never
+/// embeds), and that model's identity: only passages embedded by the same model are compared
+/// with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryVector {
+    /// The embedder's identity string, as stored with each passage (`document_passages.model`).
+    pub model: String,
+    /// L2-normalised.
+    pub values: Vec<f32>,
+}
+
 /// A validated search request (see [`SearchBody`] for the loose JSON form).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SearchRequest {
@@ -94,6 +147,11 @@ pub struct SearchRequest {
     pub phrase: bool,
     pub scope: SearchScope,
     pub match_mode: MatchMode,
+    /// Keyword (default), semantic or hybrid.
+    pub mode: SearchMode,
+    /// The query's vector, which semantic and hybrid need (`EmbeddingUnavailable` without
+    /// it); set by the application, never by the client.
+    pub query_vector: Option<QueryVector>,
 }
 
 /// The JSON body of the search endpoints, as clients send it. [`SearchBody::into_request`]
@@ -114,6 +172,8 @@ pub struct SearchBody {
     pub phrase: bool,
     pub scope: Option<String>,
     pub match_mode: Option<MatchMode>,
+    /// `keyword`, `semantic` or `hybrid` (`invalid_search_mode` otherwise).
+    pub mode: Option<String>,
 }
 
 impl SearchBody {
@@ -123,6 +183,10 @@ impl SearchBody {
         let scope = match non_empty(self.scope) {
             Some(scope) => SearchScope::parse(scope.trim())?,
             None => SearchScope::Cleaned,
+        };
+        let mode = match non_empty(self.mode) {
+            Some(mode) => SearchMode::parse(mode.trim())?,
+            None => SearchMode::Keyword,
         };
         let document_status = non_empty(self.document_status)
             .map(|s| DocumentStatus::parse(s.trim()))
@@ -146,6 +210,8 @@ impl SearchBody {
             phrase: self.phrase,
             scope,
             match_mode: self.match_mode.unwrap_or_default(),
+            mode,
+            query_vector: None,
         })
     }
 }
@@ -279,6 +345,18 @@ mod tests {
                 .err()
                 .as_deref(),
             Some("invalid_document_status")
+        );
+        assert_eq!(
+            body(serde_json::json!({"query": "x", "mode": "fuzzy"}))
+                .err()
+                .as_deref(),
+            Some("invalid_search_mode")
+        );
+        assert_eq!(
+            body(serde_json::json!({"query": "x", "mode": "hybrid"}))
+                .ok()
+                .map(|r| r.mode),
+            Some(SearchMode::Hybrid)
         );
         assert_eq!(
             body(serde_json::json!({"query": "x", "created_after": "yesterday"}))

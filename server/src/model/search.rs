@@ -51,6 +51,11 @@ pub struct SearchIn {
     /// then any; a longer question matches any content word), `all` or `any`.
     #[schema(value_type = Option<MatchModeIn>)]
     pub match_mode: Option<MatchMode>,
+    /// `keyword` (default: BM25), `semantic` (nearest passages by the local embedding model)
+    /// or `hybrid` (reciprocal rank fusion of both). The last two need
+    /// `SHELF_EMBEDDING_MODEL_DIR` (`503 embedding_unavailable` otherwise).
+    #[schema(value_type = Option<SearchModeIn>)]
+    pub mode: Option<String>,
 }
 
 /// An optional non-negative integer that JSON may write as `5` or `5.0` (JSON Schema counts
@@ -90,6 +95,16 @@ pub enum DocumentStatusIn {
 pub enum SearchScopeIn {
     Cleaned,
     Raw,
+}
+
+/// How documents are found (schema only; the domain parses the name).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum SearchModeIn {
+    Keyword,
+    Semantic,
+    Hybrid,
 }
 
 /// How query terms combine (schema only; [`MatchMode`] is the domain's type).
@@ -219,6 +234,7 @@ impl From<SearchIn> for SearchBody {
             phrase: s.phrase,
             scope: s.scope,
             match_mode: s.match_mode,
+            mode: s.mode,
         }
     }
 }
@@ -264,6 +280,15 @@ impl From<SearchIds> for SearchIdsOut {
             match_mode: match_mode_name(s.match_mode),
         }
     }
+}
+
+/// `GET /documents/{id}/similar`: the documents nearest to one, nearest first.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SimilarOut {
+    pub document_id: String,
+    /// Search hits: `score` is the cosine similarity of the best passage; `snippet` that
+    /// passage.
+    pub results: Vec<SearchHitOut>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -21,6 +21,7 @@ use crate::model::documents::{
     DocumentOut, ExportFormatIn, PageListingOut, Reprocess, UploadForm,
 };
 use crate::model::runs::check_pipeline_name;
+use crate::model::search::{SearchHitOut, SimilarOut};
 use crate::policy::Policy;
 use crate::routes::Resource;
 use crate::routes::runs::start_run;
@@ -35,6 +36,7 @@ pub fn routes() -> Resource {
         .route(Policy::Write, routes!(delete))
         .route(Policy::Write, routes!(reprocess))
         .route(Policy::Read, routes!(content))
+        .route(Policy::Read, routes!(similar))
         .route(Policy::Read, routes!(pages))
         .route(Policy::Read, routes!(export))
         // The `format` parameter is written inline; the document also names its values.
@@ -422,6 +424,43 @@ pub async fn content(
     let offset = page_offset(&["query", "offset"], q.offset)?;
     page_offset(&["query", "limit"], q.limit)?;
     Ok(Json(state.shelf.content(&id, offset, q.limit).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SimilarQuery {
+    /// Default 10, at most 100.
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u64>,
+}
+
+/// Documents like this one
+///
+/// The documents nearest to this one by meaning ("more like this"): each other document
+/// scored by its best passage against this document's passages (their mean vector), with the
+/// local embedding model, nearest first; the document itself is never listed. A document
+/// without passages of the current model (not embedded yet) has none. `503
+/// embedding_unavailable` without `SHELF_EMBEDDING_MODEL_DIR`.
+#[utoipa::path(
+    get, path = "/documents/{id}/similar", operation_id = "similar_documents", tag = "documents",
+    params(("id" = String, Path, description = "Document id"), SimilarQuery),
+    responses(
+        (status = 200, body = SimilarOut),
+        (status = 404, body = ErrorBody),
+        (status = 503, description = "`embedding_unavailable`: no embedding model is configured", body = ErrorBody),
+    )
+)]
+pub async fn similar(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<SimilarQuery>,
+) -> Result<Json<SimilarOut>, ApiError> {
+    let limit = page_limit("limit", q.limit, 10, 100)?;
+    let hits = state.shelf.similar_documents(&id, limit).await?;
+    Ok(Json(SimilarOut {
+        document_id: id,
+        results: hits.into_iter().map(SearchHitOut::from).collect(),
+    }))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -467,7 +467,7 @@ mod tests {
             assert!(!svg.contains("style="));
             assert!(svg.contains(&format!("Pipeline {name}: ")));
         }
-        // The default pipeline: conditional OCR and correction, a fan-out after clean.
+        // The default pipeline: conditional OCR and correction, a fan-out of three after clean.
         let default = shelf.load_pipeline("default").expect("default");
         let l = layout(&default);
         assert_eq!(
@@ -478,17 +478,18 @@ mod tests {
                 "clean",
                 "classify",
                 "summarize",
+                "embed",
                 "index"
             ]
             .map(|n| layer_of(&l, &default, n)),
-            [0, 1, 2, 3, 4, 4, 5]
+            [0, 1, 2, 3, 4, 4, 4, 5]
         );
         let svg = pipeline_svg(&default).into_string();
         assert_eq!(svg.matches(r#"<g class="node conditional""#).count(), 2);
         assert!(svg.contains("when extract.needs_ocr"));
         assert_eq!(svg.matches(r#"<path class="edge conditional""#).count(), 2);
-        // Wide enough for two nodes side by side, no wider: readable on a phone.
-        assert_eq!(l.width, 2 * MARGIN + 2 * NODE_W + GAP_X);
+        // Wide enough for the three stages after clean side by side, no wider.
+        assert_eq!(l.width, 2 * MARGIN + 3 * NODE_W + 2 * GAP_X);
     }
 
     #[test]

@@ -73,6 +73,7 @@ pub async fn setup_engine(
         correction: Default::default(),
         cleaning_prompt_version: "cmos_v4".into(),
         classification_prompt_version: "dewey_v2".into(),
+        embeddings: None,
     };
     adjust(&mut deps);
     let engine = Engine::new(
