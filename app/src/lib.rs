@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod audit;
+pub mod backfill;
 pub mod batch;
 pub mod db;
 pub mod disk;

@@ -148,3 +148,51 @@ async fn hybrid_search_finds_a_paraphrase_that_keyword_search_misses() {
     assert_eq!(status, 503, "{refused}");
     assert_eq!(refused["code"], "embedding_unavailable");
 }
+
+#[test]
+fn the_backfill_embeds_what_was_processed_without_a_model_and_resumes() {
+    let Some(model) = model_or_skip() else {
+        return;
+    };
+    // Processed without a model: `embed` skipped, nothing to search by meaning.
+    let env = migrated(Env::new());
+    for (name, text) in DOCS {
+        let file = env.write(name, text);
+        let out = env.run(&["import", &file.display().to_string()]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let env = env.with("SHELF_EMBEDDING_MODEL_DIR", &model.display().to_string());
+    let before = env.json(&[
+        "search",
+        "car engine trouble",
+        "--mode",
+        "semantic",
+        "--json",
+    ]);
+    assert_eq!(before["total"], 0, "no passages yet: {before}");
+    let first = env.json(&["admin", "embed-backfill", "--json"]);
+    assert_eq!(first["embedded"], 3, "{first}");
+    assert_eq!(first["total"], 3, "{first}");
+    assert_eq!(first["complete"], true, "{first}");
+    assert!(
+        first["passages"].as_u64().is_some_and(|n| n >= 3),
+        "{first}"
+    );
+    // Nothing left: a second run has nothing to do.
+    let again = env.json(&["admin", "embed-backfill", "--json"]);
+    assert_eq!(again["embedded"], 0, "{again}");
+    assert_eq!(again["total"], 0, "{again}");
+    let found = env.json(&[
+        "search",
+        "car engine trouble",
+        "--mode",
+        "hybrid",
+        "--details",
+        "--json",
+    ]);
+    assert_eq!(found["results"][0]["filename"], "battery.txt", "{found}");
+}

@@ -44,6 +44,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Embed the documents processed before an embedding model was configured (or by another
+    /// model): resumable (Ctrl-C stops after the current document; run it again to go on).
+    EmbedBackfill {
+        #[arg(long)]
+        json: bool,
+    },
     #[command(flatten)]
     Data(data::Command),
 }
@@ -51,6 +57,45 @@ pub enum Command {
 pub async fn run(command: Command) -> CliResult {
     match command {
         Command::Data(command) => data::run(command).await,
+        Command::EmbedBackfill { json } => {
+            let shelf = super::open(json).await?;
+            let stop = tokio_util::sync::CancellationToken::new();
+            crate::signals::stop_on_signal(stop.clone());
+            let bar = crate::progress::files_bar(0);
+            let done = shelf
+                .embed_backfill(stop.clone(), |p| {
+                    bar.set_length(p.total.max(p.embedded + p.skipped));
+                    bar.set_position(p.embedded + p.skipped);
+                    bar.set_message(format!("{} passages", p.passages));
+                })
+                .await;
+            bar.finish_and_clear();
+            let done = done.or_fail(json)?;
+            let stopped = stop.is_cancelled();
+            if json {
+                print_json(&serde_json::json!({
+                    "embedded": done.embedded, "skipped": done.skipped, "passages": done.passages,
+                    "total": done.total, "complete": !stopped,
+                }));
+            } else {
+                outln!(
+                    "{} document(s) embedded ({} passages), {} with nothing to embed{}",
+                    done.embedded,
+                    done.passages,
+                    done.skipped,
+                    if stopped {
+                        "; stopped: run it again to go on"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            Ok(if stopped {
+                ExitCode::from(130)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
         Command::RunCancel { run_id, json } => {
             let shelf = super::open(json).await?;
             let (outcome, run) = shelf.cancel(&run_id).await.or_fail(json)?;

@@ -383,13 +383,13 @@ pub async fn similar_documents(
     load_hits(conn, &ranked, SearchScope::Cleaned, &[]).await
 }
 
-/// The query's words, lowercased, stop words left out: what a passage snippet marks.
+/// The query's words, lowercased, stop words and single letters (the `s` of "pony's") left
+/// out: what a passage snippet marks.
 fn query_words(query: &str) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
-    for word in query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
+    for word in query.split(|c: char| !c.is_alphanumeric()).filter(|w| {
+        !w.is_empty() && (w.chars().nth(1).is_some() || w.chars().all(|c| c.is_ascii_digit()))
+    }) {
         let word = word.to_lowercase();
         if !is_stop_word(&word) && !words.contains(&word) {
             words.push(word);
@@ -629,7 +629,7 @@ mod tests {
     #[test]
     fn passage_snippets_mark_query_words_and_escape_the_rest() {
         let words = query_words("The Horse's <b>saddle</b>");
-        assert_eq!(words, ["horse", "s", "b", "saddle"]);
+        assert_eq!(words, ["horse", "saddle"], "single letters are not marked");
         let snippet = passage_snippet(
             "A <saddle> for a horse & rider.",
             &query_words("saddle horse"),

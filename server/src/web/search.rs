@@ -28,6 +28,8 @@ pub struct SearchQuery {
     pub mode: Option<String>,
     pub phrase: Option<String>,
     pub scope: Option<String>,
+    /// `keyword`, `semantic` or `hybrid` (the last two with an embedding model).
+    pub find: Option<String>,
     pub class: Option<String>,
     pub status: Option<String>,
     pub page: Option<String>,
@@ -56,6 +58,7 @@ impl SearchQuery {
                 ("mode", value(&self.mode)),
                 ("phrase", if self.phrase() { "on" } else { "" }),
                 ("scope", value(&self.scope)),
+                ("find", value(&self.find)),
                 ("class", class.unwrap_or(value(&self.class))),
                 ("status", status.unwrap_or(value(&self.status))),
                 ("page", &page),
@@ -71,8 +74,9 @@ pub async fn page(
 ) -> PageResult<Response> {
     viewer.require_read(&sq.href(1, None, None))?;
     let number = page_number(sq.page.as_deref());
+    let semantic = state.shelf.embeddings.is_some();
     let body = if sq.q.trim().is_empty() {
-        html! { (form(&sq)) p { "Search the cleaned text of every document, or the raw extracted text." } }
+        html! { (form(&sq, semantic)) p { "Search the cleaned text of every document, or the raw extracted text." } }
     } else {
         let match_mode = match value(&sq.mode) {
             "all" => Some(MatchMode::All),
@@ -88,6 +92,7 @@ pub async fn page(
             document_status: non_empty(value(&sq.status)),
             phrase: sq.phrase(),
             scope: non_empty(value(&sq.scope)),
+            mode: non_empty(value(&sq.find)),
             match_mode,
             ..SearchBody::default()
         }
@@ -104,7 +109,7 @@ pub async fn page(
             .await
             .map_err(|e| PageError::app(&viewer, e))?;
         html! {
-            (form(&sq))
+            (form(&sq, semantic))
             div class="search-layout" {
                 nav id="facets" aria-label="Filters" {
                     h2 { "Filter" }
@@ -151,9 +156,10 @@ pub async fn page(
     Ok(render("Search", &viewer, body).into_response())
 }
 
-fn form(sq: &SearchQuery) -> Markup {
+fn form(sq: &SearchQuery, semantic: bool) -> Markup {
     let mode = value(&sq.mode);
     let scope = value(&sq.scope);
+    let find = value(&sq.find);
     html! {
         h1 { "Search" }
         form id="search" role="search" method="get" action="/ui/search" {
@@ -164,6 +170,17 @@ fn form(sq: &SearchQuery) -> Markup {
                 button type="submit" { "Search" }
             }
             p class="options" {
+                @if semantic {
+                    span class="field" {
+                        label for="find" { "Find by" }
+                        select id="find" name="find" {
+                            option value="keyword" selected[find.is_empty() || find == "keyword"] { "words" }
+                            option value="hybrid" selected[find == "hybrid"] { "words and meaning" }
+                            option value="semantic" selected[find == "semantic"] { "meaning" }
+                        }
+                    }
+                    " "
+                }
                 span class="field" {
                     label for="mode" { "Words" }
                     select id="mode" name="mode" {

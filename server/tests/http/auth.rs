@@ -17,6 +17,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/documents/{id}/reprocess", "write"),
     ("GET", "/documents/{id}/content", "read"),
     ("GET", "/documents/{id}/pages", "read"),
+    ("GET", "/documents/{id}/similar", "read"),
     ("GET", "/documents/{id}/okf", "read"),
     ("GET", "/export/okf", "read"),
     ("GET", "/documents/{id}/export", "read"),
