@@ -1,4 +1,5 @@
-//! `shelf admin embed-backfill`: embeds the documents processed before an embedding model was
+//! The search vectors of the current model: loading them ahead of the first search, and
+//! `shelf admin embed-backfill`, which embeds the documents processed before an embedding model was
 //! configured, or by another model (whose passages are then stale), from the text their latest
 //! succeeded run cleaned, as the `embed` stage would. Resumable by construction: each document
 //! is committed on its own, and a run picks only documents still without passages of the
@@ -37,6 +38,18 @@ impl Shelf {
             return Ok(None);
         };
         Ok(Some(passage_counts(&self.db, embeddings.identity()).await?))
+    }
+
+    /// Loads the current model's vectors for semantic search now (they are otherwise loaded
+    /// by the first search by meaning); the number of passages, or `None` without a model.
+    pub async fn warm_vectors(&self) -> Result<Option<usize>, AppError> {
+        let Some(embeddings) = &self.embeddings else {
+            return Ok(None);
+        };
+        let matrix =
+            shelf_documents::search::vectors::current_matrix(&self.db, embeddings.identity())
+                .await?;
+        Ok(Some(matrix.len()))
     }
 
     /// Embeds every document without passages of the current model, reporting progress after

@@ -219,6 +219,20 @@ impl BoundServer {
         });
     }
 
+    /// Loads, in the background, the vectors semantic search scans (with an embedding model),
+    /// so the first search by meaning does not pay for it (about a second at 100,000
+    /// passages).
+    pub fn start_vector_warmup(&self) {
+        let shelf = self.state.shelf.clone();
+        self.state.tasks.spawn(async move {
+            match shelf.warm_vectors().await {
+                Ok(Some(passages)) => tracing::info!(passages, "search vectors loaded"),
+                Ok(None) => {}
+                Err(error) => tracing::warn!(%error, "cannot load the search vectors yet"),
+            }
+        });
+    }
+
     /// Serves until the shutdown token trips, then drains (see the module docs).
     pub async fn run(self) -> std::io::Result<()> {
         let BoundServer { listener, state } = self;

@@ -57,6 +57,7 @@ pub async fn run(args: Args) -> CliResult {
     server.start_workers(workers);
     server.start_retention();
     server.start_upload_cleanup();
+    server.start_vector_warmup();
     crate::signals::stop_on_signal(shutdown);
     super::announce("shelf api", server.local_addr())?;
     server.run().await.map_err(|e| {
