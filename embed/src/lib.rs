@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::BertModel;
+use rayon::prelude::*;
 use tokenizers::{Tokenizer, TruncationParams};
 
 pub use config::Pooling;
@@ -55,9 +56,12 @@ impl EmbedError {
 /// How an [`Embedder`] runs.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Threads of the embedder's own rayon pool, which runs the tokenizer and every candle
-    /// operation (candle's matmul splits its work into tasks of the *current* rayon pool), so
-    /// embedding never uses more than this many cores. At least 1.
+    /// Threads of the embedder's own rayon pool, which runs the tokenizer, one batch per thread,
+    /// and candle's matmuls (gemm splits its work into tasks of the *current* rayon pool). At
+    /// least 1. One thing escapes it: candle runs large element-wise operations (GELU, adds;
+    /// about a tenth of the work) on its own process-wide pool of `CANDLE_NUM_THREADS - 1`
+    /// extra threads (default: physical cores - 1), sized once from the environment; a process
+    /// that must bound those too sets `CANDLE_NUM_THREADS` before it starts.
     pub threads: usize,
     /// Texts per forward pass (after sorting by length, so a batch pads little). At least 1.
     pub batch_size: usize,
@@ -251,13 +255,21 @@ impl Embedder {
         // padding does not change a text's vector, only the work.
         let mut order: Vec<usize> = (0..encodings.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].len()));
+        // Batches run side by side on the pool's threads: candle parallelises a large matmul
+        // itself, but not the per-head attention products nor the small ones, so one batch per
+        // thread is what keeps every thread of the pool busy.
+        let batches: Vec<&[usize]> = order.chunks(self.batch_size).collect();
+        let vectors: Vec<Vec<Vec<f32>>> = batches
+            .par_iter()
+            .map(|batch| {
+                let ids: Vec<&[u32]> = batch.iter().map(|&i| encodings[i].get_ids()).collect();
+                self.forward(&ids)
+                    .map_err(|e| EmbedError::Inference(e.to_string()))
+            })
+            .collect::<Result<_, _>>()?;
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for batch in order.chunks(self.batch_size) {
-            let ids: Vec<&[u32]> = batch.iter().map(|&i| encodings[i].get_ids()).collect();
-            let vectors = self
-                .forward(&ids)
-                .map_err(|e| EmbedError::Inference(e.to_string()))?;
-            for (&i, v) in batch.iter().zip(vectors) {
+        for (batch, vs) in batches.iter().zip(vectors) {
+            for (&i, v) in batch.iter().zip(vs) {
                 out[i] = v;
             }
         }
