@@ -69,6 +69,7 @@ fn version_line() -> String {
 
 fn main() -> ExitCode {
     memory::limit_malloc_arenas();
+    memory::limit_candle_threads();
     output::quiet_broken_pipe_panics();
     // clap takes a `&'static str` here; the one line lives as long as the process anyway.
     let version: &'static str = Box::leak(version_line().into_boxed_str());

@@ -1,4 +1,5 @@
-//! Process-wide allocator setting, applied before any thread starts.
+//! Process-wide settings applied before any thread starts: the allocator's arenas, and the
+//! size of candle's own thread pool.
 
 /// Caps glibc's malloc arenas at two. glibc gives each thread that allocates under contention
 /// its own arena (up to eight per core), and each arena keeps its freed memory: with tokio's
@@ -14,5 +15,29 @@ pub fn limit_malloc_arenas() {
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, 2);
         }
+    }
+}
+
+/// Sizes candle's process-wide pool (the element-wise operations of embedding run there, outside
+/// the embedder's own bounded pool) like the embedder: `SHELF_EMBEDDING_THREADS` when set above
+/// 0, else all cores but one, so that embedding leaves the API its core. Candle reads
+/// `CANDLE_NUM_THREADS` once; an operator's value wins.
+pub fn limit_candle_threads() {
+    if std::env::var_os("CANDLE_NUM_THREADS").is_some() {
+        return;
+    }
+    let configured = std::env::var("SHELF_EMBEDDING_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0);
+    let threads = configured.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get().saturating_sub(1))
+            .max(1)
+    });
+    // SAFETY: called from `main` before the runtime or any other thread starts, so nothing
+    // reads the environment concurrently.
+    unsafe {
+        std::env::set_var("CANDLE_NUM_THREADS", threads.to_string());
     }
 }
