@@ -196,3 +196,39 @@ fn the_backfill_embeds_what_was_processed_without_a_model_and_resumes() {
     ]);
     assert_eq!(found["results"][0]["filename"], "battery.txt", "{found}");
 }
+
+#[test]
+fn a_bad_model_directory_stops_the_process_naming_what_is_wrong() {
+    let env = migrated(Env::new());
+    let missing = env.path().join("no-model");
+    let out = env
+        .command(&["runs", "--json"])
+        .env("SHELF_EMBEDDING_MODEL_DIR", &missing)
+        .output()
+        .expect("run shelf");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let body: Value = serde_json::from_slice(&out.stdout).expect("json error");
+    assert_eq!(body["code"], "invalid_configuration");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("no-model")),
+        "{body}"
+    );
+    // A directory with a broken config: the file and what is wrong with it are named.
+    let partial = env.write("partial/config.json", r#"{"model_type": "bert"}"#);
+    let dir = partial.parent().expect("dir");
+    let out = env
+        .command(&["runs", "--json"])
+        .env("SHELF_EMBEDDING_MODEL_DIR", dir)
+        .output()
+        .expect("run shelf");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let body: Value = serde_json::from_slice(&out.stdout).expect("json error");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("config.json") && d.contains("vocab_size")),
+        "{body}"
+    );
+}
