@@ -154,6 +154,8 @@ impl Fixture {
             ["admin", "db-restore"] => vec![self.path("backup.sqlite"), "--yes".into()],
             ["admin", "workspace-backup"] => vec![self.path("workspace.zip")],
             ["admin", "workspace-restore"] => vec![self.path("workspace.zip"), "--yes".into()],
+            // Run with the model (see `with_model`).
+            ["admin", "embed-backfill"] => vec![],
             other => {
                 panic!("a --json command this test does not know: {other:?}; add its arguments")
             }
@@ -188,14 +190,29 @@ fn every_json_command_ends_quietly_on_a_closed_stdout() {
     let commands = json_commands(&fixture.env);
     assert!(commands.len() >= 20, "{commands:?}");
     for command in &commands {
+        // The backfill needs the embedding model (without it, it is refused); skipped where
+        // the model is not fetched, unless CI requires it.
+        let needs_model = command.iter().any(|c| c == "embed-backfill");
+        let model = if needs_model {
+            match crate::embedding_model::model_or_skip() {
+                Some(dir) => Some(dir),
+                None => continue,
+            }
+        } else {
+            None
+        };
+        let with_model = |mut cmd: std::process::Command| {
+            if let Some(dir) = &model {
+                cmd.env("SHELF_EMBEDDING_MODEL_DIR", dir);
+            }
+            cmd
+        };
         // Closed before the command starts: its first write meets EPIPE, by construction.
         let args = fixture.args(command);
         let strs: Vec<&str> = args.iter().map(String::as_str).collect();
         let (reader, writer) = std::io::pipe().expect("pipe");
         drop(reader);
-        let out = fixture
-            .env
-            .command(&strs)
+        let out = with_model(fixture.env.command(&strs))
             .stdout(Stdio::from(writer))
             .stderr(Stdio::piped())
             .output()
@@ -205,9 +222,7 @@ fn every_json_command_ends_quietly_on_a_closed_stdout() {
         // `| head -1`: one line read, then the pipe closed while the command may still write.
         let args = fixture.args(command);
         let strs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut child = fixture
-            .env
-            .command(&strs)
+        let mut child = with_model(fixture.env.command(&strs))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
