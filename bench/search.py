@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Search benchmark and relevance evaluation (Python stdlib only).
+"""Search benchmark and relevance evaluation (Python stdlib only, except `reference`).
 
 Subcommands (see docs/PERFORMANCE.md, section Search, and bench/search.sh which runs them all):
 
@@ -7,19 +7,35 @@ Subcommands (see docs/PERFORMANCE.md, section Search, and bench/search.sh which 
            uploads the 1,400 Cranfield records as cranfield-<id>.txt (title, blank line,
            abstract) through POST /documents, submits a run for each (POST /runs) and waits
            until every run is terminal. Needs `shelf api` and `shelf worker` (mock provider).
-  ndcg     --base-url URL [--raw-db FILE]
+  ndcg     --base-url URL [--raw-db FILE] [--modes keyword semantic hybrid] [--recall]
            runs the 225 Cranfield queries through POST /search/results (limit 10) and prints
            nDCG@10 against qrels/test.tsv (trec_eval's ndcg_cut_10: linear gains, log2
            discounts, ideal from the judged relevant documents; every judged query counts,
            a query with no results scores 0). With --raw-db, the same figure for plain FTS5
            on that file (OR of every query word, ORDER BY rank), as the comparison point.
+           --modes: the search `mode`s to evaluate (default keyword: key `shelf_ndcg@10`;
+           others `<mode>_ndcg@10`). --recall adds Recall@100 per mode (a second request
+           with limit 100: the judged relevant documents found in the top 100, over their
+           number, averaged over the judged queries), and for plain FTS5 with --raw-db.
   latency  --base-url URL --db FILE [-c 1 8] [--repeat 2] [--clients processes|threads]
+           [--modes keyword semantic hybrid]
            the Cranfield queries through POST /search/results {query, limit: 10} at each
            concurrency, and the same query answered by Python's sqlite3 on the same database
            file (read-only, one connection per client): the top 10 by rank with snippets,
            then count(*), for two expressions: `raw-all` (OR of every word, what a plain FTS5
            client sends) and `raw-same` (the expression Shelf runs: OR of the words without
            stop words). Prints p50/p99/queries-per-second side by side, and one JSON line.
+           --modes: the search `mode`s measured (default keyword, side `shelf`; others
+           `shelf-<mode>`); semantic and hybrid need SHELF_EMBEDDING_MODEL_DIR on the API.
+
+  reference --model DIR
+           all-MiniLM-L6-v2 on Cranfield the way BEIR and MTEB evaluate a sentence encoder,
+           without Shelf: one vector per document (title, space, text, truncated at the
+           model's 256 word pieces), one per query, cosine, the top 100; prints nDCG@10 and
+           Recall@100 as above. The forward pass is embed/tests/fixtures/make_reference.py's
+           numpy implementation (float32 here, GELU by its tanh form for speed), so it needs
+           numpy, safetensors and tokenizers (pip). A yardstick for Shelf's semantic mode,
+           which ranks a document by its best passage instead. About 10 minutes on one core.
 
 Only loopback targets are used; proxies from the environment are ignored.
 """
@@ -214,19 +230,35 @@ def cmd_load(a) -> None:
 
     runs = run_threads(ids, submit, 4)
     pending = list(runs)
+    states: dict[str, int] = {}
     while pending:
         status, data = api.request("GET", f"/runs/{pending[0]}")
         state = json.loads(data).get("status") if status == 200 else None
         if state in ("succeeded", "failed", "canceled"):
             pending.pop(0)
+            states[state] = states.get(state, 0) + 1
         else:
             time.sleep(0.2)
-    log(f"{len(runs)} runs terminal after {time.monotonic() - t0:.1f}s")
+    secs = time.monotonic() - t0
+    log(f"{len(runs)} runs terminal after {secs:.1f}s ({len(runs) / secs:.1f} documents/s, "
+        f"{states})")
+    print(json.dumps({"documents": len(runs), "seconds": round(secs, 1),
+                      "documents_per_s": round(len(runs) / secs, 2), "runs": states}))
 
 
-def shelf_ranking(api: Api, text: str, limit: int = 10) -> list[str]:
-    status, page = api.post_json("/search/results", {"query": text, "limit": limit})
+def search_body(text: str, limit: int, mode: str) -> dict:
+    # keyword is sent without `mode`, as before the modes existed (the default).
+    body = {"query": text, "limit": limit}
+    if mode != "keyword":
+        body["mode"] = mode
+    return body
+
+
+def shelf_ranking(api: Api, text: str, limit: int = 10, mode: str = "keyword") -> list[str]:
+    status, page = api.post_json("/search/results", search_body(text, limit, mode))
     if status != 200:
+        if mode != "keyword":
+            raise SystemExit(f"{mode} search answered {status}: {page}")
         return []
     out = []
     for hit in page.get("results", []):
@@ -236,12 +268,13 @@ def shelf_ranking(api: Api, text: str, limit: int = 10) -> list[str]:
     return out
 
 
-def raw_ranking(db: sqlite3.Connection, text: str, drop_stop_words: bool) -> list[str]:
+def raw_ranking(db: sqlite3.Connection, text: str, drop_stop_words: bool,
+                limit: int = 10) -> list[str]:
     rows = db.execute(
         "SELECT d.filename FROM (SELECT rowid AS rid FROM search_cleaned "
-        "WHERE search_cleaned MATCH ? ORDER BY rank LIMIT 10) p "
+        "WHERE search_cleaned MATCH ? ORDER BY rank LIMIT ?) p "
         "JOIN documents d ON d.pk = p.rid",
-        (or_expression(text, drop_stop_words),),
+        (or_expression(text, drop_stop_words), limit),
     ).fetchall()
     out = []
     for (name,) in rows:
@@ -251,17 +284,30 @@ def raw_ranking(db: sqlite3.Connection, text: str, drop_stop_words: bool) -> lis
     return out
 
 
+def recall_at(ranked: list[str], relevant: dict[str, int], k: int = 100) -> float:
+    return len(set(ranked[:k]) & set(relevant)) / len(relevant) if relevant else 0.0
+
+
 def cmd_ndcg(a) -> None:
     qrels = cranfield_qrels()
     queries = [(q, t) for q, t in cranfield_queries() if q in qrels]
     api = Api(a.base_url)
-    scores = [ndcg_at_10(shelf_ranking(api, t), qrels[q]) for q, t in queries]
-    summary = {"queries": len(queries), "shelf_ndcg@10": round(statistics.mean(scores), 4)}
+    summary: dict = {"queries": len(queries)}
+    for mode in a.modes:
+        key = "shelf" if mode == "keyword" else mode
+        scores = [ndcg_at_10(shelf_ranking(api, t, 10, mode), qrels[q]) for q, t in queries]
+        summary[f"{key}_ndcg@10"] = round(statistics.mean(scores), 4)
+        if a.recall:
+            r = [recall_at(shelf_ranking(api, t, 100, mode), qrels[q]) for q, t in queries]
+            summary[f"{key}_recall@100"] = round(statistics.mean(r), 4)
     if a.raw_db:
         db = sqlite3.connect(f"file:{a.raw_db}?mode=ro", uri=True)
         for name, drop in (("raw_or_all_words", False), ("raw_or_without_stop_words", True)):
             s = [ndcg_at_10(raw_ranking(db, t, drop), qrels[q]) for q, t in queries]
             summary[f"{name}_ndcg@10"] = round(statistics.mean(s), 4)
+            if a.recall:
+                r = [recall_at(raw_ranking(db, t, drop, 100), qrels[q]) for q, t in queries]
+                summary[f"{name}_recall@100"] = round(statistics.mean(r), 4)
     print(json.dumps(summary))
 
 
@@ -303,6 +349,7 @@ def run_processes(items: list, worker, concurrency: int) -> list:
 
 
 CLIENTS = {"threads": run_threads, "processes": run_processes}
+MODES = ["keyword", "semantic", "hybrid"]
 
 
 def measure(items: list, worker, concurrency: int, clients: str = "processes") -> dict:
@@ -346,10 +393,12 @@ def cmd_latency(a) -> None:
             local.db = c
         return c
 
-    def shelf(text):
-        status, _ = api.post_json("/search/results", {"query": text, "limit": 10})
-        if status != 200:
-            raise SystemExit(f"search answered {status}")
+    def shelf(mode):
+        def run(text):
+            status, _ = api.post_json("/search/results", search_body(text, 10, mode))
+            if status != 200:
+                raise SystemExit(f"{mode} search answered {status}")
+        return run
 
     def raw(drop):
         def run(text):
@@ -361,14 +410,14 @@ def cmd_latency(a) -> None:
 
     # Without --db (a PostgreSQL-backed API) only Shelf's side is measured: the raw FTS5
     # comparison reads a SQLite file.
-    sides = [("shelf", shelf)]
+    sides = [("shelf" if m == "keyword" else f"shelf-{m}", shelf(m)) for m in a.modes]
     docs = a.documents
     if a.db:
         docs = sqlite3.connect(f"file:{a.db}?mode=ro", uri=True).execute(
             "SELECT count(*) FROM search_cleaned").fetchone()[0]
         sides += [("raw-same", raw(True)), ("raw-all", raw(False))]
-    # Warm both sides (page cache, statement caches).
-    for _, worker in sides[:2]:
+    # Warm every side (page cache, statement caches, the vector matrix).
+    for _, worker in sides:
         measure(texts[:50], worker, 1)
     rows = []
     for c in a.concurrency:
@@ -385,6 +434,48 @@ def cmd_latency(a) -> None:
     print(json.dumps({"documents": docs, "rows": rows}))
 
 
+def cmd_reference(a) -> None:
+    import importlib.util
+
+    import numpy as np
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    path = Path(__file__).resolve().parent.parent / "embed" / "tests" / "fixtures" / "make_reference.py"
+    spec = importlib.util.spec_from_file_location("make_reference", path)
+    ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref)
+    # The exact GELU there calls math.erf per element; the tanh form differs by < 1e-3.
+    ref.gelu = lambda x: 0.5 * x * (1.0 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+    model = Path(a.model)
+    cfg = json.load(open(model / "config.json"))
+    max_len = json.load(open(model / "sentence_bert_config.json"))["max_seq_length"]
+    w = {k: v.astype(np.float32) for k, v in load_file(str(model / "model.safetensors")).items()}
+    tok = Tokenizer.from_file(str(model / "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(max_length=max_len)
+
+    def embed(text: str):
+        v = ref.forward(w, cfg, np.array(tok.encode(text).ids)).mean(0)
+        return v / max(float(np.linalg.norm(v)), 1e-12)
+
+    t0 = time.monotonic()
+    docs = cranfield_docs()
+    ids = [d["_id"] for d in docs]
+    matrix = np.stack([embed(f"{d['title']} {d['text']}".strip()) for d in docs])
+    log(f"embedded {len(docs)} documents in {time.monotonic() - t0:.0f}s")
+    qrels = cranfield_qrels()
+    queries = [(q, t) for q, t in cranfield_queries() if q in qrels]
+    ndcg, recall = [], []
+    for q, t in queries:
+        order = np.argsort(-(matrix @ embed(t)), kind="stable")[:100]
+        ranked = [ids[i] for i in order]
+        ndcg.append(ndcg_at_10(ranked, qrels[q]))
+        recall.append(recall_at(ranked, qrels[q]))
+    print(json.dumps({"queries": len(queries), "reference_ndcg@10": round(statistics.mean(ndcg), 4),
+                      "reference_recall@100": round(statistics.mean(recall), 4)}))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -394,6 +485,8 @@ def main() -> int:
     p = sub.add_parser("ndcg")
     p.add_argument("--base-url", required=True)
     p.add_argument("--raw-db")
+    p.add_argument("--modes", nargs="+", choices=MODES, default=["keyword"])
+    p.add_argument("--recall", action="store_true", help="also Recall@100 (limit 100)")
     p = sub.add_parser("latency")
     p.add_argument("--base-url", required=True)
     p.add_argument("--db", help="the API's SQLite file (omit on PostgreSQL: Shelf's side only)")
@@ -404,8 +497,11 @@ def main() -> int:
     p.add_argument("--clients", choices=sorted(CLIENTS), default="processes",
                    help="client threads in this process, or one forked process per client "
                         "(default: processes)")
+    p.add_argument("--modes", nargs="+", choices=MODES, default=["keyword"])
+    p = sub.add_parser("reference")
+    p.add_argument("--model", required=True, help="the all-MiniLM-L6-v2 directory")
     a = ap.parse_args()
-    {"load": cmd_load, "ndcg": cmd_ndcg, "latency": cmd_latency}[a.cmd](a)
+    {"load": cmd_load, "ndcg": cmd_ndcg, "latency": cmd_latency, "reference": cmd_reference}[a.cmd](a)
     return 0
 
 

@@ -36,6 +36,42 @@ pub trait PassageEmbedder: Send + Sync + 'static {
 pub struct Embeddings {
     model: Arc<dyn PassageEmbedder>,
     turn: Arc<Semaphore>,
+    /// Recent queries' vectors: a results page and its facets, the next page, the same search
+    /// again all ask for the same vector, and a forward pass costs ~15 ms of a core.
+    queries: Arc<std::sync::Mutex<QueryCache>>,
+}
+
+/// Query vectors by query text, at most [`QUERY_CACHE`] of them: the oldest half goes when
+/// it is full.
+#[derive(Default)]
+struct QueryCache {
+    vectors: std::collections::HashMap<String, (u64, Vec<f32>)>,
+    clock: u64,
+}
+
+/// Query vectors kept per process (384 floats each: about 1.5 MiB in all).
+const QUERY_CACHE: usize = 1024;
+
+impl QueryCache {
+    fn get(&mut self, query: &str) -> Option<Vec<f32>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.vectors.get_mut(query).map(|(used, v)| {
+            *used = clock;
+            v.clone()
+        })
+    }
+
+    fn put(&mut self, query: &str, vector: Vec<f32>) {
+        if self.vectors.len() >= QUERY_CACHE {
+            let mut uses: Vec<u64> = self.vectors.values().map(|(u, _)| *u).collect();
+            uses.sort_unstable();
+            let median = uses[uses.len() / 2];
+            self.vectors.retain(|_, (u, _)| *u > median);
+        }
+        self.clock += 1;
+        self.vectors.insert(query.to_string(), (self.clock, vector));
+    }
 }
 
 /// Passages embedded per turn.
@@ -46,6 +82,7 @@ impl Embeddings {
         Embeddings {
             model,
             turn: Arc::new(Semaphore::new(1)),
+            queries: Arc::default(),
         }
     }
 
@@ -79,15 +116,26 @@ impl Embeddings {
         Ok(vectors)
     }
 
-    /// A search query's vector (no turn taken: one short text, and a person is waiting).
+    /// A search query's vector (no turn taken: one short text, and a person is waiting);
+    /// recent queries' vectors come from a small cache.
     pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>, String> {
+        if let Some(vector) = self.cached(|c| c.get(query)) {
+            return Ok(vector);
+        }
         let model = self.model.clone();
-        let query = query.to_string();
-        let mut out = tokio::task::spawn_blocking(move || model.embed(&[query.as_str()]))
+        let text = query.to_string();
+        let mut out = tokio::task::spawn_blocking(move || model.embed(&[text.as_str()]))
             .await
             .map_err(|e| format!("embedding thread failed: {e}"))??;
-        out.pop()
-            .ok_or_else(|| "the model returned no vector".to_string())
+        let vector = out
+            .pop()
+            .ok_or_else(|| "the model returned no vector".to_string())?;
+        self.cached(|c| c.put(query, vector.clone()));
+        Ok(vector)
+    }
+
+    fn cached<T>(&self, f: impl FnOnce(&mut QueryCache) -> T) -> T {
+        f(&mut self.queries.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// `text`'s passages (a transcript's when `segments` is not empty) within the model's
@@ -213,5 +261,49 @@ impl Stage for Embed {
             "model": embeddings.identity(),
             "transcript": !segments.is_empty(),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts its calls; a vector of the text's length.
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl PassageEmbedder for Counting {
+        fn identity(&self) -> &str {
+            "counting"
+        }
+        fn count_tokens(&self, text: &str) -> usize {
+            text.split_whitespace().count()
+        }
+        fn max_tokens(&self) -> usize {
+            256
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(texts.iter().map(|t| vec![t.len() as f32]).collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_repeated_query_is_embedded_once_and_the_cache_stays_bounded() {
+        let model = Arc::new(Counting(Default::default()));
+        let embeddings = Embeddings::new(model.clone());
+        let calls = || model.0.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(embeddings.embed_query("horses").await, Ok(vec![6.0]));
+        assert_eq!(embeddings.embed_query("horses").await, Ok(vec![6.0]));
+        assert_eq!(calls(), 1);
+        for i in 0..(QUERY_CACHE * 2) {
+            embeddings
+                .embed_query(&format!("q{i}"))
+                .await
+                .expect("embed");
+            // The one in constant use stays.
+            embeddings.embed_query("horses").await.expect("embed");
+        }
+        assert_eq!(calls(), 1 + QUERY_CACHE * 2);
+        assert!(embeddings.cached(|c| c.vectors.len()) <= QUERY_CACHE);
     }
 }
