@@ -47,8 +47,21 @@ async fn connect_postgres(url: &str, max_connections: u32) -> Result<DatabaseCon
         .min_connections(1)
         .connect_timeout(Duration::from_secs(10))
         .acquire_timeout(Duration::from_secs(30))
-        .sqlx_logging(false);
+        .sqlx_logging(false)
+        .map_sqlx_postgres_pool_opts(no_reaper);
     Database::connect(options).await
+}
+
+/// No idle timeout and no maximum lifetime, so sqlx runs no periodic reaper over the pool:
+/// that sweep can spin at 100 % of a core for ever once the pool's idle count underflows
+/// (sqlx issue 3645, fixed upstream after the sqlx this sea-orm uses), which showed here as a
+/// `shelf import` that never exited. A pooled connection lives as long as the process (a
+/// SQLite one is a file handle; a PostgreSQL one is checked before each use and replaced when
+/// broken).
+fn no_reaper<DB: sea_orm::sqlx::Database>(
+    pool: sea_orm::sqlx::pool::PoolOptions<DB>,
+) -> sea_orm::sqlx::pool::PoolOptions<DB> {
+    pool.idle_timeout(None).max_lifetime(None)
 }
 
 /// Opens (creating if missing) the SQLite database at `path` with `max_connections` pooled
@@ -68,7 +81,7 @@ pub async fn connect(path: &Path, max_connections: u32) -> Result<DatabaseConnec
         .test_before_acquire(false)
         .sqlx_logging(false)
         .map_sqlx_sqlite_pool_opts(|pool| {
-            pool.after_connect(|conn, _| {
+            no_reaper(pool).after_connect(|conn, _| {
                 Box::pin(async move {
                     let mut handle = conn.lock_handle().await?;
                     busy::install(handle.as_raw_handle());

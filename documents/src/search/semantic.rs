@@ -38,7 +38,7 @@ use super::request::{
 };
 use super::snippets::{MARK_CLOSE_SENTINEL, MARK_OPEN_SENTINEL, SNIPPET_ELLIPSIS, render_snippet};
 use super::stop_words::is_stop_word;
-use super::vectors::{VectorMatrix, current_matrix};
+use super::vectors::{DocumentMatch, VectorMatrix, current_matrix};
 
 /// Deepest document a semantic search ranks (as keyword search pages the first 1,000 on the
 /// index alone).
@@ -61,6 +61,17 @@ struct Ranked {
     document_id: String,
     score: f64,
     passage_id: Option<i64>,
+}
+
+impl From<DocumentMatch> for Ranked {
+    /// A document the scan found, by its best passage.
+    fn from(m: DocumentMatch) -> Self {
+        Ranked {
+            document_id: m.document_id,
+            score: f64::from(m.score),
+            passage_id: Some(m.passage_id),
+        }
+    }
 }
 
 /// The ranked candidates of a semantic or hybrid request, the match mode to report, the
@@ -145,14 +156,7 @@ async fn candidates(conn: &impl ConnectionTrait, req: &SearchRequest) -> Result<
         }
     };
     let ((matrix, dense), keyword) = tokio::try_join!(dense_half, keyword_half)?;
-    let dense: Vec<Ranked> = dense
-        .into_iter()
-        .map(|m| Ranked {
-            document_id: m.document_id,
-            score: f64::from(m.score),
-            passage_id: Some(m.passage_id),
-        })
-        .collect();
+    let dense: Vec<Ranked> = dense.into_iter().map(Ranked::from).collect();
     let Some((keyword, match_mode)) = keyword else {
         return Ok(Candidates {
             ranked: dense,
@@ -372,14 +376,7 @@ pub async fn similar_documents(
     };
     let limit = usize::try_from(limit.min(MAX_LIMIT)).unwrap_or(usize::MAX);
     let found = scan(matrix, mean, limit, None, Some(document_id.to_string())).await?;
-    let ranked: Vec<Ranked> = found
-        .into_iter()
-        .map(|m| Ranked {
-            document_id: m.document_id,
-            score: f64::from(m.score),
-            passage_id: Some(m.passage_id),
-        })
-        .collect();
+    let ranked: Vec<Ranked> = found.into_iter().map(Ranked::from).collect();
     load_hits(conn, &ranked, SearchScope::Cleaned, &[]).await
 }
 
