@@ -58,13 +58,12 @@ pub(super) fn select_hits(
     )
 }
 
-/// A row of [`select_hits`] as a hit of `scope`, its snippet rendered.
-pub(super) fn hit_from_row(
+/// A hit row's document status and classification (code, and label: the stored one, else
+/// the Dewey table's), as every kind of hit reads them.
+pub(super) fn status_and_classification(
     row: &QueryResult,
-    backend: DbBackend,
-    scope: SearchScope,
-) -> Result<SearchHit> {
-    let document_id: String = row.try_get("", "document_id")?;
+    document_id: &str,
+) -> Result<(DocumentStatus, Option<String>, Option<String>)> {
     let status_text: String = row.try_get("", "status")?;
     let document_status = DocumentStatus::parse(&status_text).map_err(|_| {
         DocumentsError::corrupt(format!("document {document_id} has status {status_text}"))
@@ -77,6 +76,18 @@ pub(super) fn hit_from_row(
             .and_then(dewey::label)
             .map(str::to_string)
     });
+    Ok((document_status, classification_code, classification_label))
+}
+
+/// A row of [`select_hits`] as a hit of `scope`, its snippet rendered.
+pub(super) fn hit_from_row(
+    row: &QueryResult,
+    backend: DbBackend,
+    scope: SearchScope,
+) -> Result<SearchHit> {
+    let document_id: String = row.try_get("", "document_id")?;
+    let (document_status, classification_code, classification_label) =
+        status_and_classification(row, &document_id)?;
     let bm25: f64 = row.try_get("", "bm25_score")?;
     let snippet: Option<String> = row.try_get("", "snippet")?;
     let snippet = snippet.unwrap_or_default();

@@ -25,12 +25,11 @@ use std::sync::Arc;
 use sea_orm::{ConnectionTrait, QueryResult, Value};
 use shelf_db::sql::SqlExt;
 
-use crate::dewey;
 use crate::error::{DocumentsError, Result};
-use crate::model::DocumentStatus;
 use crate::sql::stmt;
 
 use super::facets::buckets;
+use super::page::status_and_classification;
 use super::plan::{filters, prepare, validate};
 use super::request::{
     DEFAULT_LIMIT, FacetCount, MAX_LIMIT, MatchMode, QueryVector, SearchFacets, SearchHit,
@@ -570,21 +569,8 @@ fn hit(
     run_id: Option<String>,
     snippet: String,
 ) -> Result<SearchHit> {
-    let status_text: String = row.try_get("", "status")?;
-    let document_status = DocumentStatus::parse(&status_text).map_err(|_| {
-        DocumentsError::corrupt(format!(
-            "document {} has status {status_text}",
-            ranked.document_id
-        ))
-    })?;
-    let classification_code: Option<String> = row.try_get("", "classification")?;
-    let stored_label: Option<String> = row.try_get("", "classification_label")?;
-    let classification_label = stored_label.or_else(|| {
-        classification_code
-            .as_deref()
-            .and_then(dewey::label)
-            .map(str::to_string)
-    });
+    let (document_status, classification_code, classification_label) =
+        status_and_classification(row, &ranked.document_id)?;
     Ok(SearchHit {
         document_id: ranked.document_id.clone(),
         run_id,
