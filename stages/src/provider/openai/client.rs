@@ -4,7 +4,7 @@
 //! `Retry-After`) that burn no attempt, the capped answer read, and the `ProviderError`s that
 //! name the setting to change.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
@@ -483,24 +483,39 @@ fn backoff(initial: Duration, attempt: u32) -> Duration {
     base.saturating_add(jitter)
 }
 
-/// `Retry-After` (seconds or an HTTP date) or the non-standard `retry-after-ms`.
+/// `Retry-After` (seconds or an HTTP date) or the non-standard `retry-after-ms`, as a wait
+/// from now.
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    if let Some(ms) = headers
+    retry_after_at(headers, SystemTime::now())
+}
+
+/// The longest wait a header is taken at: a day (a server's typo or a date years ahead must
+/// not park a call for ever; the push-back budget ends the wait long before anyway).
+const LONGEST_RETRY_AFTER: Duration = Duration::from_secs(86_400);
+
+/// [`retry_after`] as seen at `now`. Seconds may carry a fraction (some servers send them);
+/// an HTTP date may be in any of the three forms RFC 9110 says a recipient must accept
+/// (IMF-fixdate, RFC 850, asctime); a date in the past means "now". Anything else: `None`.
+pub fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let seconds = |value: &str, scale: f64| {
+        let n = value.trim().parse::<f64>().ok()?;
+        (n.is_finite() && n >= 0.0)
+            .then(|| Duration::from_secs_f64((n / scale).min(LONGEST_RETRY_AFTER.as_secs_f64())))
+    };
+    if let Some(wait) = headers
         .get("retry-after-ms")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v >= 0.0)
+        .and_then(|v| seconds(v, 1000.0))
     {
-        return Some(Duration::from_secs_f64((ms / 1000.0).min(86_400.0)));
+        return Some(wait);
     }
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    if let Ok(seconds) = value.parse::<f64>() {
-        return (seconds.is_finite() && seconds >= 0.0)
-            .then(|| Duration::from_secs_f64(seconds.min(86_400.0)));
+    if let Some(wait) = seconds(value, 1.0) {
+        return Some(wait);
     }
-    let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-    let wait = date.with_timezone(&chrono::Utc) - chrono::Utc::now();
-    Some(wait.to_std().unwrap_or(Duration::ZERO))
+    let date = httpdate::parse_http_date(value).ok()?;
+    let wait = date.duration_since(now).unwrap_or(Duration::ZERO);
+    Some(wait.min(LONGEST_RETRY_AFTER))
 }
 
 enum ReadError {
@@ -578,6 +593,7 @@ struct ChatUsage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn base_urls_are_checked() {
@@ -604,32 +620,82 @@ mod tests {
         assert_eq!(shown_url(&url), "https://x.test/v1/chat/completions");
     }
 
+    /// Headers holding one `name: value`.
+    fn headers(name: &'static str, value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(name, value.parse().unwrap());
+        h
+    }
+
     #[test]
     fn retry_after_is_read() {
-        let mut h = HeaderMap::new();
-        assert_eq!(retry_after(&h), None);
-        h.insert(RETRY_AFTER, "2".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
-        h.insert(
-            RETRY_AFTER,
-            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
-        );
-        assert_eq!(retry_after(&h), Some(Duration::ZERO));
-        let later = (chrono::Utc::now() + chrono::Duration::seconds(90)).to_rfc2822();
-        h.insert(RETRY_AFTER, later.parse().unwrap());
-        let wait = retry_after(&h).unwrap();
-        assert!(
-            wait > Duration::from_secs(80) && wait <= Duration::from_secs(90),
-            "{wait:?}"
-        );
-        for bad in ["soon", "-3", "NaN", ""] {
-            h.insert(RETRY_AFTER, bad.parse().unwrap());
-            assert_eq!(retry_after(&h), None, "{bad}");
+        // 2015-10-21 07:28:00 UTC, the moment of RFC 9110's example dates below.
+        let now = UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+        let at = |name, value: &str| retry_after_at(&headers(name, value), now);
+        assert_eq!(retry_after_at(&HeaderMap::new(), now), None);
+        assert_eq!(at("retry-after", "2"), Some(Duration::from_secs(2)));
+        assert_eq!(at("retry-after", " 120 "), Some(Duration::from_secs(120)));
+        assert_eq!(at("retry-after", "1.5"), Some(Duration::from_millis(1500)));
+        assert_eq!(at("retry-after", "0"), Some(Duration::ZERO));
+        // The three date forms, 90 s after `now`, and a date already past.
+        for date in [
+            "Wed, 21 Oct 2015 07:29:30 GMT",
+            "Wednesday, 21-Oct-15 07:29:30 GMT",
+            "Wed Oct 21 07:29:30 2015",
+        ] {
+            assert_eq!(
+                at("retry-after", date),
+                Some(Duration::from_secs(90)),
+                "{date}"
+            );
         }
-        h.insert(RETRY_AFTER, "1.5".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
+        assert_eq!(
+            at("retry-after", "Wed, 21 Oct 2015 07:27:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        // A date or a number years ahead waits a day at most.
+        assert_eq!(
+            at("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT"),
+            Some(LONGEST_RETRY_AFTER)
+        );
+        assert_eq!(at("retry-after", "1e12"), Some(LONGEST_RETRY_AFTER));
+        for bad in ["soon", "-3", "NaN", "inf", "", "Wed, 21 Oct 2015", "2 s"] {
+            assert_eq!(at("retry-after", bad), None, "{bad}");
+        }
+        // The non-standard millisecond header wins when it is readable.
+        let mut h = headers("retry-after", "2");
         h.insert("retry-after-ms", "250".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        assert_eq!(retry_after_at(&h, now), Some(Duration::from_millis(250)));
+        h.insert("retry-after-ms", "later".parse().unwrap());
+        assert_eq!(retry_after_at(&h, now), Some(Duration::from_secs(2)));
+    }
+
+    proptest::proptest! {
+        /// Whatever a server sends, reading it never panics and never waits more than a day.
+        #[test]
+        fn any_retry_after_is_read_safely(value in "\\PC{0,40}", ms in "\\PC{0,12}", now in 0u64..4_000_000_000) {
+            let now = UNIX_EPOCH + Duration::from_secs(now);
+            let mut h = HeaderMap::new();
+            if let Ok(v) = value.parse() { h.insert(RETRY_AFTER, v); }
+            if let Ok(v) = ms.parse() { h.insert("retry-after-ms", v); }
+            if let Some(wait) = retry_after_at(&h, now) {
+                proptest::prop_assert!(wait <= LONGEST_RETRY_AFTER);
+            }
+        }
+
+        /// Seconds and dates a server may send are read as the wait they mean.
+        #[test]
+        fn seconds_and_dates_are_read_exactly(wait in 0u64..86_400, now in 0u64..4_000_000_000) {
+            let now = UNIX_EPOCH + Duration::from_secs(now);
+            let expected = Some(Duration::from_secs(wait));
+            let date = httpdate::fmt_http_date(now + Duration::from_secs(wait));
+            proptest::prop_assert_eq!(retry_after_at(&headers("retry-after", &wait.to_string()), now), expected);
+            proptest::prop_assert_eq!(retry_after_at(&headers("retry-after", &date), now), expected);
+        }
+    }
+
+    #[test]
+    fn backoff_grows_with_jitter() {
         let b = backoff(Duration::from_millis(100), 3);
         assert!(b >= Duration::from_millis(400) && b <= Duration::from_millis(480));
     }
