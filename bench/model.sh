@@ -14,7 +14,9 @@
 #
 #   bash bench/model.sh [BIN]     env: SLOTS ("4 8 16 32"), REFUSE ("0 1"), WORKERS ("1 2"),
 #                                      N (200), BASE_MS (40), MS_PER_TOKEN (0.05), PORT (18471),
-#                                      PYTHON (with httpx), OUT (/tmp/model-bench), WORKER_ENV
+#                                      PYTHON (with httpx), OUT (/tmp/model-bench), WORKER_ENV,
+#                                      BACKEND (sqlite, or postgres: a throwaway cluster started
+#                                      here with initdb + pg_ctl, a database per configuration)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-$HERE/target/release/shelf}
@@ -27,10 +29,28 @@ MS_PER_TOKEN=${MS_PER_TOKEN:-0.05}
 PORT=${PORT:-18471}
 PYTHON=${PYTHON:-/tmp/bench-venv/bin/python} # with httpx, for the peer bench loader
 OUT=${OUT:-/tmp/model-bench}
+BACKEND=${BACKEND:-sqlite}
 SHARED=$HERE/../shared/bench
 PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+PG_DATA=$OUT/pg
+PG_PORT=${PG_PORT:-55433}
+as_pg() { if [[ $(id -u) == 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  if [[ $BACKEND == postgres && -d $PG_DATA ]]; then
+    as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$PG_DATA"
+  fi
+}
 trap cleanup EXIT
+if [[ $BACKEND == postgres ]]; then
+  PG_BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+  rm -rf "$PG_DATA"; mkdir -p "$PG_DATA"; chmod 755 "$OUT"
+  [[ $(id -u) == 0 ]] && chown postgres "$PG_DATA"
+  as_pg "$PG_BIN/initdb" -D "$PG_DATA" -U postgres --auth=trust --no-locale -E UTF8 >/dev/null
+  as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -w -l "$PG_DATA/log" \
+    -o "-p $PG_PORT -k $PG_DATA -c listen_addresses=127.0.0.1 -c max_connections=200 -c shared_buffers=128MB" start >/dev/null
+fi
 
 # The same N documents for every configuration, written once by the peer bench's loader.
 DOCS=$OUT/docs-$N
@@ -46,12 +66,15 @@ PY
   mv "$DOCS.tmp" "$DOCS"
 fi
 
-pending() {
-  "$PYTHON" -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1], timeout=30).execute(\"SELECT count(*) FROM runs WHERE status IN ('queued','running')\").fetchone()[0])" "$1/shelf.sqlite"
+count_runs() { # data-dir, condition on status -> how many runs
+  if [[ $BACKEND == postgres ]]; then
+    psql -qtA "$SHELF_DATABASE_URL" -c "SELECT count(*) FROM runs WHERE $2"
+  else
+    "$PYTHON" -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1], timeout=30).execute(f'SELECT count(*) FROM runs WHERE {sys.argv[2]}').fetchone()[0])" "$1/shelf.sqlite" "$2"
+  fi
 }
-failed() {
-  "$PYTHON" -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1], timeout=30).execute(\"SELECT count(*) FROM runs WHERE status = 'failed'\").fetchone()[0])" "$1/shelf.sqlite"
-}
+pending() { count_runs "$1" "status IN ('queued','running')"; }
+failed() { count_runs "$1" "status = 'failed'"; }
 
 printf '| slots | 429 | workers | runs | runs/s | busy slot-s | ideal wall | actual wall | utilization | refused | failed |\n'
 printf '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
@@ -66,6 +89,11 @@ for slots in $SLOTS; do
         >"$run/model.log" 2>&1 &
       model=$!; PIDS+=("$model")
       for _ in $(seq 50); do (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+      if [[ $BACKEND == postgres ]]; then
+        db=shelf_model_s${slots}_r${refuse}_w${w}
+        psql -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" postgres
+        export SHELF_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/$db"
+      fi
       export SHELF_DATA_DIR=$run/data SHELF_LOG_LEVEL=warn SHELF_LLM_PROVIDER=generic-compatible \
         SHELF_LLM_BASE_URL=http://127.0.0.1:$PORT/v1 SHELF_LLM_MODEL=bench OPENAI_API_KEY=bench
       "$BIN" import "$DOCS" --mode queue --json >"$run/import.json" 2>"$run/import.err" || [[ $? == 1 ]]

@@ -21,7 +21,8 @@
 //!   server error or a timeout multiplies the limit by [`BACKOFF`] (one place less at least),
 //!   from the number of calls in flight when the refused one came back (what the server
 //!   really held; at most a halving at once), once per round trip. The limit then grows back
-//!   halfway to that level a round, and past it only after [`PATIENCE`] without a refusal, by
+//!   halfway a round, rounded up, to one under that level (the most the server held without
+//!   refusing), and past it only after [`PATIENCE`] without a refusal, by
 //!   steps that double while no refusal comes. An unreachable server drops it to the floor,
 //!   from where it slow-starts back to half of where it was (TCP's retransmission timeout).
 //! - **ProbeRTT** (BBR): a queue that never drains hides the no-queue latency (calls first
@@ -354,10 +355,14 @@ impl AdaptiveLimit {
                 self.slow_start_until = self.slow_start_until.min(self.limit);
             } else if !self.in_slow_start() && round.saturated * 2 >= round.samples {
                 match self.refused_level {
-                    // Far below where the server refused: halfway back there a round (BIC's
-                    // binary increase), so a backoff costs few rounds at a lower limit.
-                    Some(level) if self.limit + 2.0 < level => {
-                        self.set(self.limit + ((level - 1.0 - self.limit) / 2.0).max(1.0));
+                    // Below the most the server held without refusing (one under where it
+                    // refused): halfway back there a round, rounded up to a whole place
+                    // (BIC's binary increase), so a backoff costs a round or two at a lower
+                    // limit, and several clients that backed off together come back to fill
+                    // the server between them.
+                    Some(level) if self.limit < level - 1.0 => {
+                        let held = level - 1.0;
+                        self.set((self.limit + (held - self.limit) / 2.0).ceil().min(held));
                     }
                     // Near it: a step only after a calm while.
                     Some(_) => {
@@ -614,6 +619,82 @@ mod tests {
             at: start,
         });
         assert_eq!(limit.limit(), 18);
+    }
+
+    /// One round of `n` answered calls, all sent with the limit full and as fast as idle.
+    fn fast_round(limit: &mut AdaptiveLimit, at: Instant) {
+        for _ in 0..limit.limit().max(MIN_ROUND) {
+            limit.on_sample(Sample {
+                class: CallClass::new(CLEAN, 100),
+                latency: Duration::from_millis(100),
+                outcome: Outcome::Answered,
+                in_flight: limit.limit(),
+                in_flight_at_end: limit.limit(),
+                saturated: true,
+                at,
+            });
+        }
+    }
+
+    /// Refused with `held` calls out, then the calls sent before the backoff come back.
+    fn refused_at(limit: &mut AdaptiveLimit, held: usize, at: Instant) {
+        let old = limit.limit();
+        limit.on_sample(Sample {
+            class: CallClass::new(CLEAN, 100),
+            latency: Duration::from_millis(5),
+            outcome: Outcome::Refused,
+            in_flight: held,
+            in_flight_at_end: held,
+            saturated: true,
+            at,
+        });
+        for _ in 1..old {
+            limit.on_sample(Sample {
+                class: CallClass::new(CLEAN, 100),
+                latency: Duration::from_millis(100),
+                outcome: Outcome::Answered,
+                in_flight: old,
+                in_flight_at_end: old,
+                saturated: true,
+                at,
+            });
+        }
+    }
+
+    #[test]
+    fn after_a_refusal_it_climbs_back_to_what_the_server_held_then_waits() {
+        let start = Instant::now();
+        let round = Duration::from_millis(100);
+        // One client on a 32-place server, refused with 33 out: 0.9 x 33 = 29.7, then
+        // halfway back to 32 a round, rounded up: 31, 32.
+        let mut limit = AdaptiveLimit::new(LimitConfig::new(1, 128, 33));
+        refused_at(&mut limit, 33, start);
+        assert_eq!(limit.limit(), 29);
+        let mut seen = Vec::new();
+        for i in 1..=4 {
+            fast_round(&mut limit, start + round * i);
+            seen.push(limit.limit());
+        }
+        assert_eq!(seen, [31, 32, 32, 32], "and no further before PATIENCE");
+        // Two clients that filled a 32-place server with 17 and 16 and were refused: each
+        // comes back to one under what it held, 16 and 15, and together they fill it again
+        // (at 0.9 x held, 15 and 14, two places stayed idle for good).
+        for (held, back) in [(17, 16), (16, 15)] {
+            let mut limit = AdaptiveLimit::new(LimitConfig::new(1, 128, held));
+            refused_at(&mut limit, held, start);
+            fast_round(&mut limit, start + round);
+            assert_eq!(limit.limit(), back);
+            fast_round(&mut limit, start + round * 2);
+            assert_eq!(limit.limit(), back);
+        }
+        // Past PATIENCE without a refusal it probes one place above, then two.
+        let mut limit = AdaptiveLimit::new(LimitConfig::new(1, 128, 17));
+        refused_at(&mut limit, 17, start);
+        fast_round(&mut limit, start + round);
+        fast_round(&mut limit, start + PATIENCE + round * 2);
+        assert_eq!(limit.limit(), 17);
+        fast_round(&mut limit, start + PATIENCE * 2 + round * 3);
+        assert_eq!(limit.limit(), 19);
     }
 
     #[test]
