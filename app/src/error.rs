@@ -95,7 +95,6 @@ impl AppError {
     pub fn error_code(&self) -> ErrorCode {
         match self {
             AppError::Config(_) | AppError::Admin(_) => ErrorCode::ServerError,
-            AppError::Documents(e) => e.error_code(),
             // A write that met a full disk (`ENOSPC`, `SQLITE_FULL`), known by its words once
             // it is text: the operator's to fix, not an internal error.
             AppError::Internal(text)
@@ -105,6 +104,22 @@ impl AppError {
             {
                 ErrorCode::InsufficientStorage
             }
+            // A write that gave up on another process's lock (`SQLITE_BUSY` past the busy
+            // timeout): passing, not internal.
+            AppError::Internal(text)
+            | AppError::RunSubmission(text)
+            | AppError::Storage { detail: text }
+                if shelf_db::is_busy_text(text) =>
+            {
+                ErrorCode::ServiceUnavailable
+            }
+            AppError::Documents(e)
+                if e.error_code() == ErrorCode::ServerError
+                    && shelf_db::is_busy_text(&e.to_string()) =>
+            {
+                ErrorCode::ServiceUnavailable
+            }
+            AppError::Documents(e) => e.error_code(),
             AppError::Pipeline(PipelineError::NotFound { .. }) => ErrorCode::PipelineNotFound,
             AppError::Pipeline(
                 PipelineError::Invalid { .. } | PipelineError::Unreadable { .. },
@@ -190,5 +205,25 @@ mod tests {
             "run_submission_failed"
         );
         assert_eq!(AppError::Internal("boom".into()).code(), "server_error");
+    }
+
+    #[test]
+    fn a_write_that_gave_up_on_a_held_lock_is_service_unavailable() {
+        let locked = "error returned from database: (code: 5) database is locked";
+        let busy = AppError::from(sea_orm::DbErr::Custom(locked.into()));
+        assert_eq!(busy.code(), "service_unavailable");
+        assert!(!busy.is_user_error(), "its text stays in the log");
+        let documents =
+            AppError::Documents(DocumentsError::Db(sea_orm::DbErr::Custom(locked.into())));
+        assert_eq!(documents.code(), "service_unavailable");
+        assert_eq!(
+            AppError::RunSubmission(format!("database error: {locked}")).code(),
+            "service_unavailable"
+        );
+        // A user's error never turns into another code by what its text says.
+        let named = AppError::Documents(DocumentsError::NotFound {
+            id: "database is locked".into(),
+        });
+        assert_eq!(named.code(), "not_found");
     }
 }

@@ -131,8 +131,16 @@ impl Failure {
             | "postgres_unsupported" => EXIT_USAGE,
             _ => EXIT_FAILED,
         };
+        let cause = error.to_string();
+        // A write that gave up on another process's lock: say so first, the driver's words
+        // after.
+        let detail = if error.code() == "service_unavailable" && shelf_db::is_busy_text(&cause) {
+            format!("{} ({cause})", shelf_db::BUSY_DETAIL)
+        } else {
+            cause
+        };
         Failure {
-            detail: error.to_string(),
+            detail,
             code: error.code().to_string(),
             exit,
             json,

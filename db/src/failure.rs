@@ -8,9 +8,28 @@ use sea_orm::DbErr;
 
 /// SQLite's `SQLITE_BUSY` / `SQLITE_LOCKED`, as sqlx reports them.
 pub fn is_busy(e: &DbErr) -> bool {
-    let text = e.to_string();
-    text.contains("database is locked") || text.contains("database is busy")
+    is_busy_text(&e.to_string())
 }
+
+/// [`is_busy`] for an error that only survives as text (wrapped, formatted).
+pub fn is_busy_text(text: &str) -> bool {
+    [
+        "database is locked",
+        "database table is locked",
+        "database is busy",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
+}
+
+/// What a client or an operator is told when a write met a full disk.
+pub const STORAGE_FULL_DETAIL: &str =
+    "Insufficient storage: the disk holding Shelf's data is full. Retry once space is freed";
+
+/// What a client or an operator is told when a write gave up on a busy database.
+pub const BUSY_DETAIL: &str = "The database is busy: another process has held its write lock \
+    longer than the busy timeout (a backup, a maintenance command, a long transaction). \
+    Nothing of this request was written; retry shortly";
 
 /// Whether a database error is a refusal that passes on its own: a busy or locked SQLite file
 /// (a backup tool, another process's long transaction), a turn at the write lock not given in

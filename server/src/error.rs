@@ -87,8 +87,7 @@ pub struct ErrorBody {
 }
 
 /// The detail of `insufficient_storage` when a write met a full disk.
-pub const DISK_FULL: &str =
-    "Insufficient storage: the disk holding Shelf's data is full. Retry once space is freed";
+pub const DISK_FULL: &str = shelf_db::STORAGE_FULL_DETAIL;
 
 /// The cause of an error response, for the logging middleware only (never serialized).
 #[derive(Debug, Clone)]
@@ -167,19 +166,25 @@ impl ApiError {
     /// `ingest_failed`, `run_submission_failed`, `service_unavailable`) caused by a full disk
     /// (`ENOSPC`, `SQLITE_FULL`, in whatever error it arrived) becomes 507
     /// `insufficient_storage` here, once for every route: a full disk is the operator's to
-    /// fix, not an internal error.
+    /// fix, not an internal error. One caused by a write that gave up on another process's
+    /// lock (`SQLITE_BUSY` past the busy timeout: a backup holding the database) becomes 503
+    /// `service_unavailable` with `Retry-After`: it passes by itself.
     pub fn with_cause(mut self, cause: impl std::fmt::Display) -> Self {
         let cause = cause.to_string();
-        if matches!(
+        let generic = matches!(
             self.code,
             ErrorCode::ServerError
                 | ErrorCode::IngestFailed
                 | ErrorCode::RunSubmissionFailed
                 | ErrorCode::ServiceUnavailable
-        ) && shelf_db::is_storage_full_text(&cause)
-        {
+        );
+        if generic && shelf_db::is_storage_full_text(&cause) {
             self.code = ErrorCode::InsufficientStorage;
             self.detail = ErrorDetail::Message(DISK_FULL.to_string());
+        } else if generic && shelf_db::is_busy_text(&cause) {
+            self.code = ErrorCode::ServiceUnavailable;
+            self.detail = ErrorDetail::Message(shelf_db::BUSY_DETAIL.to_string());
+            self.retry_after = Some(shelf_db::BUSY_TIMEOUT.as_secs().max(1));
         }
         self.cause = Some(cause);
         self
@@ -276,6 +281,31 @@ mod tests {
     use super::*;
     use shelf_app::imports::ImportError;
 
+    /// A backup holding the database past the busy timeout: 503 with `Retry-After` and a
+    /// detail that says what happened, however the error arrived; the driver's text stays in
+    /// the log.
+    #[test]
+    fn a_write_that_gave_up_on_a_held_lock_answers_503_with_retry_after() {
+        let locked = "error returned from database: (code: 5) database is locked";
+        for api in [
+            ApiError::from(AppError::Internal(format!("database: {locked}"))),
+            ApiError::from(DocumentsError::Db(sea_orm::DbErr::Custom(locked.into()))),
+            ApiError::hidden(ErrorCode::IngestFailed, locked),
+        ] {
+            assert_eq!(api.code, ErrorCode::ServiceUnavailable);
+            assert_eq!(api.retry_after, Some(shelf_db::BUSY_TIMEOUT.as_secs()));
+            let body = format!("{:?}", api.body());
+            assert!(body.contains("The database is busy"), "{body}");
+            assert!(!body.contains("code: 5"), "{body}");
+            let response = api.into_response();
+            assert_eq!(
+                response.status(),
+                axum::http::StatusCode::SERVICE_UNAVAILABLE
+            );
+            assert_eq!(response.headers()[header::RETRY_AFTER], "5");
+        }
+    }
+
     /// The server answers with the code each library error names (`error_code()`), which is
     /// also what the CLI prints (`code()`).
     #[test]
@@ -297,6 +327,10 @@ mod tests {
             AppError::InsufficientStorage { detail: "x".into() },
             AppError::RunSubmission("database error: database or disk is full".into()),
             AppError::Internal("database: (code: 13) database or disk is full".into()),
+            AppError::Internal("database: (code: 5) database is locked".into()),
+            AppError::Documents(DocumentsError::Db(sea_orm::DbErr::Custom(
+                "(code: 5) database is locked".into(),
+            ))),
             AppError::Documents(DocumentsError::Io(std::io::Error::from_raw_os_error(28))),
             AppError::RunSubmission("x".into()),
             AppError::Internal("x".into()),
@@ -401,9 +435,10 @@ mod tests {
             assert_eq!(body["code"], "database_corrupt");
             assert!(!body.to_string().contains("/data"), "{body}");
         }
-        // Other database errors stay 500 `server_error`.
-        let busy = ApiError::internal("error returned from database: (code: 5) database is locked");
-        assert_eq!(busy.code, ErrorCode::ServerError);
+        // Other database errors stay 500 `server_error` (a busy one is 503 with `Retry-After`,
+        // `a_write_that_gave_up_on_a_held_lock_answers_503_with_retry_after`).
+        let other = ApiError::internal("error returned from database: (code: 1) no such table: x");
+        assert_eq!(other.code, ErrorCode::ServerError);
     }
 
     /// A full disk answers 507 `insufficient_storage` whichever error carried it to the edge

@@ -263,6 +263,13 @@ fn decorate(method: &Method, path: &str, operation: &mut Operation) {
             );
         }
     }
+    if access == Access::Write && !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        add(
+            503,
+            "`service_unavailable`: the database is busy (another process held its write lock \
+             past the busy timeout; with `Retry-After`, nothing kept), or `database_corrupt`",
+        );
+    }
     let takes_input = operation.request_body.is_some()
         || operation.parameters.as_ref().is_some_and(|p| !p.is_empty());
     if takes_input {

@@ -12,28 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::api::{Api, client, get_json, migrated};
-use crate::support::{Env, corpus, wait_for};
-
-/// Every file under `dir`, relative, sorted.
-fn tree(dir: &Path) -> Vec<String> {
-    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(base, &path, out);
-            } else {
-                out.push(path.strip_prefix(base).unwrap().display().to_string());
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
-    out.sort();
-    out
-}
+use crate::support::{Env, corpus, tree, wait_for};
 
 /// A small source tree: two top-level documents and one in a subdirectory.
 fn sources(env: &Env, name: &str) -> PathBuf {

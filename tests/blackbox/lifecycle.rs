@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::api::{Api, client, get_json, migrated, upload};
 use crate::fake_model::FakeModel;
-use crate::support::{Env, corpus};
+use crate::support::{Env, WriteLock, corpus, tree};
 
 fn env_with(model: &FakeModel) -> Env {
     migrated(
@@ -202,7 +202,6 @@ async fn a_run_canceled_between_clean_and_index_leaves_the_document_as_it_was() 
 /// reclaim, no second attempt and no model call made twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_locked_for_8_s_mid_run_costs_no_model_call_twice() {
-    use std::io::BufRead;
     let model = FakeModel::holding("Dewey");
     let env = env_with(&model);
     let api = Api::start(&env);
@@ -216,30 +215,12 @@ async fn a_database_locked_for_8_s_mid_run_costs_no_model_call_twice() {
         (model.held_requests() >= 1).then_some(())
     })
     .await;
-    let mut holder = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import sqlite3, sys, time\n\
-             c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
-             c.execute('BEGIN IMMEDIATE')\n\
-             print('locked', flush=True)\n\
-             time.sleep(8)\n\
-             c.execute('ROLLBACK')\n",
-        ])
-        .arg(env.path().join("shelf.sqlite"))
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut line = String::new();
-    std::io::BufReader::new(holder.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read");
-    assert_eq!(line.trim(), "locked");
+    let lock = WriteLock::hold_for(&env.path().join("data/shelf.sqlite"), 8);
     // Classification answers while the lock is held: its success has to wait for the lock.
     let before = model.requests();
     model.release();
     let done = wait_status(&api, &run_id, "succeeded").await;
-    assert!(holder.wait().expect("holder").success());
+    lock.release();
     assert_eq!(model.requests(), before, "a model call was made twice");
     let events = get_json(
         &client(),
@@ -255,4 +236,64 @@ async fn a_database_locked_for_8_s_mid_run_costs_no_model_call_twice() {
             "a stage ran twice: {done:#}"
         );
     }
+}
+
+/// A backup tool holds the database's write lock for longer than the busy timeout while a
+/// client uploads and `shelf import` runs: the upload is answered 503 `service_unavailable`
+/// with `Retry-After` and a detail saying the database is busy (not a 500), the import's
+/// record says the same (not `ingest_failed`), neither keeps anything, and the same upload
+/// retried once the lock is gone is stored once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_and_an_import_under_a_backups_write_lock_say_so_and_keep_nothing() {
+    let env = migrated(Env::new());
+    let api = Api::start(&env);
+    // Held until the test closes the holder's stdin: the upload meets it however slow the
+    // machine is.
+    let lock = WriteLock::hold(&env.path().join("data/shelf.sqlite"));
+    let text = std::fs::read(corpus("text/crazyones.txt")).expect("corpus");
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(text.clone()).file_name("crazy.txt"),
+    );
+    let reply = client()
+        .post(api.url("/documents"))
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(reply.status(), reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.headers()["retry-after"], "5");
+    let body: Value = reply.json().await.expect("json");
+    assert_eq!(body["code"], "service_unavailable", "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("The database is busy")),
+        "{body}"
+    );
+    // `shelf import` under the same lock: the file's record says why, the command exits 1.
+    let file = env.write("in/crazy.txt", &text);
+    let imported = env.run(&["import", &file.display().to_string(), "--json"]);
+    assert_eq!(imported.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&imported.stdout).expect("import report");
+    let error = &report["files"][0]["error"];
+    assert_eq!(error["code"], "service_unavailable", "{report}");
+    assert!(
+        error["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("The database is busy")),
+        "{report}"
+    );
+    lock.release();
+    let listed = get_json(&client(), &api, "/documents").await;
+    assert_eq!(
+        listed["total"], 0,
+        "the refused upload and import kept nothing: {listed}"
+    );
+    let (status, doc) = upload(&client(), &api, "crazy.txt", text).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{doc}");
+    let listed = get_json(&client(), &api, "/documents").await;
+    assert_eq!(listed["total"], 1, "{listed}");
+    let stored = tree(&env.path().join("data/uploads"));
+    assert_eq!(stored.len(), 1, "one stored file, no leftover: {stored:?}");
 }

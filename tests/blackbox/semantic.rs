@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::api::{Api, client, get_json, migrated, run_to_the_end_with, upload};
 use crate::embedding_model::model_or_skip;
-use crate::support::Env;
+use crate::support::{Env, WriteLock};
 
 const DOCS: &[(&str, &str)] = &[
     (
@@ -149,12 +149,9 @@ async fn hybrid_search_finds_a_paraphrase_that_keyword_search_misses() {
     assert_eq!(refused["code"], "embedding_unavailable");
 }
 
-#[test]
-fn the_backfill_embeds_what_was_processed_without_a_model_and_resumes() {
-    let Some(model) = model_or_skip() else {
-        return;
-    };
-    // Processed without a model: `embed` skipped, nothing to search by meaning.
+/// [`DOCS`] imported and processed without a model (`embed` skipped), then the environment
+/// with `model` configured.
+fn processed_without_a_model(model: &std::path::Path) -> Env {
     let env = migrated(Env::new());
     for (name, text) in DOCS {
         let file = env.write(name, text);
@@ -165,7 +162,16 @@ fn the_backfill_embeds_what_was_processed_without_a_model_and_resumes() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let env = env.with("SHELF_EMBEDDING_MODEL_DIR", &model.display().to_string());
+    env.with("SHELF_EMBEDDING_MODEL_DIR", &model.display().to_string())
+}
+
+#[test]
+fn the_backfill_embeds_what_was_processed_without_a_model_and_resumes() {
+    let Some(model) = model_or_skip() else {
+        return;
+    };
+    // Processed without a model: `embed` skipped, nothing to search by meaning.
+    let env = processed_without_a_model(&model);
     let before = env.json(&[
         "search",
         "car engine trouble",
@@ -195,6 +201,33 @@ fn the_backfill_embeds_what_was_processed_without_a_model_and_resumes() {
         "--json",
     ]);
     assert_eq!(found["results"][0]["filename"], "battery.txt", "{found}");
+}
+
+/// A backup tool holds the database's write lock for as long as the backfill runs: the
+/// backfill gives up with the database's error and a non-zero exit (no hang, no panic) and
+/// writes nothing; once the lock is gone, running it again embeds everything.
+#[test]
+fn a_backfill_under_a_held_write_lock_fails_cleanly_and_resumes() {
+    let Some(model) = model_or_skip() else {
+        return;
+    };
+    let env = processed_without_a_model(&model);
+    let lock = WriteLock::hold(&env.path().join("data/shelf.sqlite"));
+    let locked = env.run(&["admin", "embed-backfill", "--json"]);
+    let stderr = String::from_utf8_lossy(&locked.stderr);
+    assert_eq!(locked.status.code(), Some(1), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let error: Value = serde_json::from_slice(&locked.stdout).expect("a JSON error");
+    assert_eq!(error["code"], "service_unavailable", "{error}");
+    let detail = error["detail"].as_str().unwrap_or_default();
+    assert!(detail.starts_with("The database is busy"), "{error}");
+    lock.release();
+    let counts = env.json(&["admin", "embed-backfill", "--json"]);
+    assert_eq!(
+        counts["embedded"], 3,
+        "nothing was half-written before: {counts}"
+    );
+    assert_eq!(counts["complete"], true, "{counts}");
 }
 
 #[test]

@@ -253,3 +253,89 @@ pub fn drain(output: impl Read + Send + 'static) -> Arc<Mutex<String>> {
     });
     log
 }
+
+/// Every file under `dir`, relative, sorted.
+pub fn tree(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(base, &path, out);
+            } else {
+                out.push(path.strip_prefix(base).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// Another process (as a backup tool would) holding the SQLite database's write lock, from
+/// [`hold`](WriteLock::hold) until [`release`](WriteLock::release): not a timed lock, so what
+/// meets it does so however slow the machine is.
+pub struct WriteLock {
+    holder: Child,
+}
+
+impl WriteLock {
+    /// Takes the lock (`BEGIN IMMEDIATE`) and returns once it is held.
+    pub fn hold(database: &Path) -> WriteLock {
+        WriteLock::start(database, "sys.stdin.read()")
+    }
+
+    /// Takes the lock for `seconds`, then lets it go by itself; returns once it is held.
+    pub fn hold_for(database: &Path, seconds: u64) -> WriteLock {
+        WriteLock::start(database, &format!("time.sleep({seconds})"))
+    }
+
+    fn start(database: &Path, wait: &str) -> WriteLock {
+        // SQLite would create a missing file and lock that instead.
+        assert!(database.is_file(), "no database at {}", database.display());
+        let mut holder = Command::new("python3")
+            .args([
+                "-c",
+                &format!(
+                    "import sqlite3, sys, time\n\
+                     c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+                     c.execute('BEGIN IMMEDIATE')\n\
+                     print('locked', flush=True)\n\
+                     {wait}\n\
+                     c.execute('ROLLBACK')\n"
+                ),
+            ])
+            .arg(database)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        BufReader::new(holder.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read");
+        assert_eq!(line.trim(), "locked");
+        WriteLock { holder }
+    }
+
+    /// Lets the lock go (or waits for a timed one to end).
+    pub fn release(mut self) {
+        drop(
+            self.holder
+                .stdin
+                .take()
+                .map(|mut stdin| stdin.write_all(b"")),
+        );
+        assert!(self.holder.wait().expect("holder").success());
+    }
+}
+
+impl Drop for WriteLock {
+    fn drop(&mut self) {
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+    }
+}

@@ -369,20 +369,25 @@ impl Import {
 
         let step = Instant::now();
         let ingested = self.shelf.ingest_path(path).await.map_err(|e| {
-            let detail = if e.is_user_error() {
-                e.to_string()
-            } else {
-                tracing::error!(error = %e, "import ingest failed");
-                "Document ingest failed".to_string()
-            };
-            let code = if e.is_user_error() || e.error_code() == ErrorCode::DatabaseCorrupt {
-                e.code()
-            } else {
-                ErrorCode::IngestFailed.as_str()
+            if e.is_user_error() {
+                return RecordError {
+                    code: e.code().into(),
+                    detail: e.to_string(),
+                };
+            }
+            tracing::error!(error = %e, "import ingest failed");
+            // The internal text stays in the log; what the operator can act on is named.
+            let (code, detail) = match e.error_code() {
+                ErrorCode::DatabaseCorrupt => (e.code(), "Document ingest failed"),
+                ErrorCode::InsufficientStorage => (e.code(), shelf_db::STORAGE_FULL_DETAIL),
+                ErrorCode::ServiceUnavailable if shelf_db::is_busy_text(&e.to_string()) => {
+                    (e.code(), shelf_db::BUSY_DETAIL)
+                }
+                _ => (ErrorCode::IngestFailed.as_str(), "Document ingest failed"),
             };
             RecordError {
                 code: code.into(),
-                detail,
+                detail: detail.into(),
             }
         })?;
         record.timings.ingest_ms = millis(step);
