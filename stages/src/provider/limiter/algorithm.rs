@@ -21,8 +21,7 @@
 //!   server error or a timeout multiplies the limit by [`BACKOFF`] (one place less at least),
 //!   from the number of calls in flight when the refused one came back (what the server
 //!   really held; at most a halving at once), once per round trip. The limit then grows back
-//!   halfway a round, rounded up, to one under that level (the most the server held without
-//!   refusing), and past it only after [`PATIENCE`] without a refusal, by
+//!   halfway to that level a round, and past it only after [`PATIENCE`] without a refusal, by
 //!   steps that double while no refusal comes. An unreachable server drops it to the floor,
 //!   from where it slow-starts back to half of where it was (TCP's retransmission timeout).
 //! - **ProbeRTT** (BBR): a queue that never drains hides the no-queue latency (calls first
@@ -355,14 +354,10 @@ impl AdaptiveLimit {
                 self.slow_start_until = self.slow_start_until.min(self.limit);
             } else if !self.in_slow_start() && round.saturated * 2 >= round.samples {
                 match self.refused_level {
-                    // Below the most the server held without refusing (one under where it
-                    // refused): halfway back there a round, rounded up to a whole place
-                    // (BIC's binary increase), so a backoff costs a round or two at a lower
-                    // limit, and several clients that backed off together come back to fill
-                    // the server between them.
-                    Some(level) if self.limit < level - 1.0 => {
-                        let held = level - 1.0;
-                        self.set((self.limit + (held - self.limit) / 2.0).ceil().min(held));
+                    // Far below where the server refused: halfway back there a round (BIC's
+                    // binary increase), so a backoff costs few rounds at a lower limit.
+                    Some(level) if self.limit + 2.0 < level => {
+                        self.set(self.limit + ((level - 1.0 - self.limit) / 2.0).max(1.0));
                     }
                     // Near it: a step only after a calm while.
                     Some(_) => {
@@ -581,6 +576,84 @@ mod tests {
         );
     }
 
+    /// One round of two clients of a server with `slots` places that refuses what does not
+    /// fit: each sends its limit's worth of calls, spread evenly over the round and interleaved
+    /// (who goes first alternates by round), and the calls that arrive after the slots are
+    /// full are refused; the refusals come back first.
+    fn shared_refusing_round(
+        clients: &mut [&mut AdaptiveLimit; 2],
+        slots: usize,
+        round: usize,
+        at: &mut Instant,
+    ) {
+        *at += Duration::from_millis(100);
+        let sent = [clients[0].limit(), clients[1].limit()];
+        let mut arrivals: Vec<(f64, usize)> = (0..2)
+            .flat_map(|i| {
+                let nudge = if (round + i).is_multiple_of(2) {
+                    0.0
+                } else {
+                    1e-9
+                };
+                (0..sent[i]).map(move |k| ((k as f64 + 0.5) / sent[i] as f64 + nudge, i))
+            })
+            .collect();
+        arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut refused = [0, 0];
+        for (_, i) in arrivals.iter().skip(slots) {
+            refused[*i] += 1;
+        }
+        for (i, client) in clients.iter_mut().enumerate() {
+            for call in 0..sent[i] {
+                client.on_sample(Sample {
+                    class: CallClass::new(CLEAN, 12_000),
+                    latency: Duration::from_millis(100),
+                    outcome: if call < refused[i] {
+                        Outcome::Refused
+                    } else {
+                        Outcome::Answered
+                    },
+                    in_flight: sent[i],
+                    in_flight_at_end: sent[i],
+                    saturated: true,
+                    at: *at,
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn two_clients_of_one_refusing_server_converge_to_fair_shares() {
+        // One client has the server to itself; a second joins at the floor. Without a
+        // coordinator, backing off in proportion to what each holds brings them to about
+        // half each (AIMD), and keeps them there.
+        let mut at = Instant::now();
+        let slots = 16;
+        let mut big = AdaptiveLimit::new(LimitConfig::new(1, 128, 16));
+        let mut late = AdaptiveLimit::new(LimitConfig::new(1, 128, 1));
+        let (mut sum_big, mut sum_late, mut rounds) = (0, 0, 0);
+        for round in 0..6_000 {
+            shared_refusing_round(&mut [&mut big, &mut late], slots, round, &mut at);
+            if round >= 3_000 {
+                sum_big += big.limit();
+                sum_late += late.limit();
+                rounds += 1;
+            }
+        }
+        let (mean_big, mean_late) = (
+            sum_big as f64 / rounds as f64,
+            sum_late as f64 / rounds as f64,
+        );
+        assert!(
+            (5.0..=11.0).contains(&mean_big) && (5.0..=11.0).contains(&mean_late),
+            "shares over the last 300 s of 10 minutes: {mean_big:.1} and {mean_late:.1}"
+        );
+        assert!(
+            mean_big + mean_late >= slots as f64 * 0.8,
+            "together they keep the server busy: {mean_big:.1} + {mean_late:.1}"
+        );
+    }
+
     #[test]
     fn a_refusal_backs_off_from_what_the_server_held() {
         let start = Instant::now();
@@ -619,82 +692,6 @@ mod tests {
             at: start,
         });
         assert_eq!(limit.limit(), 18);
-    }
-
-    /// One round of `n` answered calls, all sent with the limit full and as fast as idle.
-    fn fast_round(limit: &mut AdaptiveLimit, at: Instant) {
-        for _ in 0..limit.limit().max(MIN_ROUND) {
-            limit.on_sample(Sample {
-                class: CallClass::new(CLEAN, 100),
-                latency: Duration::from_millis(100),
-                outcome: Outcome::Answered,
-                in_flight: limit.limit(),
-                in_flight_at_end: limit.limit(),
-                saturated: true,
-                at,
-            });
-        }
-    }
-
-    /// Refused with `held` calls out, then the calls sent before the backoff come back.
-    fn refused_at(limit: &mut AdaptiveLimit, held: usize, at: Instant) {
-        let old = limit.limit();
-        limit.on_sample(Sample {
-            class: CallClass::new(CLEAN, 100),
-            latency: Duration::from_millis(5),
-            outcome: Outcome::Refused,
-            in_flight: held,
-            in_flight_at_end: held,
-            saturated: true,
-            at,
-        });
-        for _ in 1..old {
-            limit.on_sample(Sample {
-                class: CallClass::new(CLEAN, 100),
-                latency: Duration::from_millis(100),
-                outcome: Outcome::Answered,
-                in_flight: old,
-                in_flight_at_end: old,
-                saturated: true,
-                at,
-            });
-        }
-    }
-
-    #[test]
-    fn after_a_refusal_it_climbs_back_to_what_the_server_held_then_waits() {
-        let start = Instant::now();
-        let round = Duration::from_millis(100);
-        // One client on a 32-place server, refused with 33 out: 0.9 x 33 = 29.7, then
-        // halfway back to 32 a round, rounded up: 31, 32.
-        let mut limit = AdaptiveLimit::new(LimitConfig::new(1, 128, 33));
-        refused_at(&mut limit, 33, start);
-        assert_eq!(limit.limit(), 29);
-        let mut seen = Vec::new();
-        for i in 1..=4 {
-            fast_round(&mut limit, start + round * i);
-            seen.push(limit.limit());
-        }
-        assert_eq!(seen, [31, 32, 32, 32], "and no further before PATIENCE");
-        // Two clients that filled a 32-place server with 17 and 16 and were refused: each
-        // comes back to one under what it held, 16 and 15, and together they fill it again
-        // (at 0.9 x held, 15 and 14, two places stayed idle for good).
-        for (held, back) in [(17, 16), (16, 15)] {
-            let mut limit = AdaptiveLimit::new(LimitConfig::new(1, 128, held));
-            refused_at(&mut limit, held, start);
-            fast_round(&mut limit, start + round);
-            assert_eq!(limit.limit(), back);
-            fast_round(&mut limit, start + round * 2);
-            assert_eq!(limit.limit(), back);
-        }
-        // Past PATIENCE without a refusal it probes one place above, then two.
-        let mut limit = AdaptiveLimit::new(LimitConfig::new(1, 128, 17));
-        refused_at(&mut limit, 17, start);
-        fast_round(&mut limit, start + round);
-        fast_round(&mut limit, start + PATIENCE + round * 2);
-        assert_eq!(limit.limit(), 17);
-        fast_round(&mut limit, start + PATIENCE * 2 + round * 3);
-        assert_eq!(limit.limit(), 19);
     }
 
     #[test]
