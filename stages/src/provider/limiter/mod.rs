@@ -140,6 +140,11 @@ impl Limiter {
         tokio::time::sleep(wait).await;
     }
 
+    /// How long calls have waited out refusals in all (the push-back waits' sum).
+    pub fn pushed_back_for(&self) -> Duration {
+        self.stats.pushed_back_for()
+    }
+
     /// Calls waiting out a refusal now.
     pub fn pushed_back(&self) -> usize {
         self.pushed_back.load(Ordering::SeqCst)

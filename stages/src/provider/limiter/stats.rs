@@ -134,6 +134,10 @@ impl Stats {
         self.pushback_waits.inc_by(wait.as_secs_f64());
     }
 
+    pub(super) fn pushed_back_for(&self) -> Duration {
+        Duration::from_secs_f64(self.pushback_waits.get())
+    }
+
     /// The report, and a new window for the next one (recent latencies are kept).
     pub(super) fn report(&self, limit: usize, in_flight: usize, waiting: usize) -> LimiterReport {
         let mut window = self.window();

@@ -141,13 +141,13 @@ impl OpenAiCompatibleProvider {
                 Err(failure) => failure,
             };
             if failure.is_push_back() {
-                // The server will take the call later: wait as it asks (capped), and burn no
-                // attempt, for as long as the push-back budget lasts.
+                // The server will take the call later: wait as long as it asks (asking again
+                // sooner only earns another refusal), or back off when it does not say, and
+                // burn no attempt, for as long as the push-back budget lasts.
                 refusals += 1;
-                let wait = failure
-                    .retry_after
-                    .unwrap_or_else(|| backoff(self.config.initial_backoff, refusals))
-                    .min(self.config.max_backoff);
+                let wait = failure.retry_after.unwrap_or_else(|| {
+                    backoff(self.config.initial_backoff, refusals).min(self.config.max_backoff)
+                });
                 if pushed_back + wait <= self.config.push_back_budget {
                     pushed_back += wait;
                     tracing::debug!(
