@@ -147,17 +147,34 @@ async fn summarize_parses_and_sanitizes() {
     assert_eq!(s.suggested_stem, "keeping-horses");
 }
 
-#[tokio::test]
-async fn rate_limits_honour_retry_after_then_succeed() {
-    let server = FakeServer::start(|i, _| {
+/// A server that refuses the first request with `code` and `Retry-After: retry_after`, then
+/// answers `answer`; and a provider whose backoff without a header is capped at `cap`.
+async fn refusing_once(
+    code: u16,
+    retry_after: &'static str,
+    answer: &'static str,
+    cap: Duration,
+) -> (FakeServer, OpenAiCompatibleProvider) {
+    let server = FakeServer::start(move |i, _| {
         if i == 0 {
-            status(429, vec![("Retry-After", "1".into())])
+            status(code, vec![("Retry-After", retry_after.into())])
         } else {
-            completion("{\"code\": \"500\", \"confidence\": 0.4}")
+            completion(answer)
         }
     })
     .await;
-    let provider = OpenAiCompatibleProvider::new(config(&server.base_url));
+    let provider = OpenAiCompatibleProvider::new(OpenAiConfig {
+        max_backoff: cap,
+        ..config(&server.base_url)
+    });
+    (server, provider)
+}
+
+const CLASSIFIED: &str = "{\"code\": \"500\", \"confidence\": 0.4}";
+
+#[tokio::test]
+async fn rate_limits_honour_retry_after_then_succeed() {
+    let (server, provider) = refusing_once(429, "1", CLASSIFIED, Duration::from_secs(30)).await;
     let started = Instant::now();
     let c = provider.classify("Science.", "dewey_v1").await.unwrap();
     assert_eq!(c.code, "500");
@@ -175,18 +192,7 @@ async fn rate_limits_honour_retry_after_then_succeed() {
 async fn a_retry_after_longer_than_the_backoff_cap_is_waited_in_full() {
     // Backoff without a header is capped at 50 ms here; the server's 1 s is still honoured
     // (asking sooner would only be refused again).
-    let server = FakeServer::start(|i, _| {
-        if i == 0 {
-            status(429, vec![("Retry-After", "1".into())])
-        } else {
-            completion("{\"code\": \"500\", \"confidence\": 0.4}")
-        }
-    })
-    .await;
-    let provider = OpenAiCompatibleProvider::new(OpenAiConfig {
-        max_backoff: Duration::from_millis(50),
-        ..config(&server.base_url)
-    });
+    let (server, provider) = refusing_once(429, "1", CLASSIFIED, Duration::from_millis(50)).await;
     provider.classify("Science.", "dewey_v1").await.unwrap();
     assert_eq!(provider.limiter().pushed_back_for(), Duration::from_secs(1));
     assert_eq!(server.requests().len(), 2);
@@ -196,18 +202,7 @@ async fn a_retry_after_longer_than_the_backoff_cap_is_waited_in_full() {
 async fn a_retry_after_beyond_the_push_back_budget_is_a_failed_attempt() {
     // An hour asked, ten minutes of budget: not waited out; a failed attempt instead, tried
     // again after the backoff cap (50 ms here), which the server then answers.
-    let server = FakeServer::start(|i, _| {
-        if i == 0 {
-            status(503, vec![("Retry-After", "3600".into())])
-        } else {
-            completion("ok")
-        }
-    })
-    .await;
-    let provider = OpenAiCompatibleProvider::new(OpenAiConfig {
-        max_backoff: Duration::from_millis(50),
-        ..config(&server.base_url)
-    });
+    let (server, provider) = refusing_once(503, "3600", "ok", Duration::from_millis(50)).await;
     // The bound only keeps a regression (an hour's wait) from hanging the suite.
     tokio::time::timeout(
         Duration::from_secs(600),
