@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use shelf_extractors::{Control, ExtractError, Extraction, Input, Limits, extract, format_for};
 
+/// Longer than any input here may take, by orders of magnitude: what runs past it hangs.
+const HANG: Duration = Duration::from_secs(300);
+
 /// Codes an extractor may answer hostile input with.
 const STABLE_CODES: &[&str] = &[
     "malformed_document",
@@ -101,8 +104,9 @@ fn malformed_corpus_files_get_stable_codes_quickly() {
             let started = Instant::now();
             let result = run(&extension, &file, &bytes);
             assert_handled(&format!("{name} as .{extension}"), &result);
+            // A hang guard, not a speed check (speed is benchmarked): each takes milliseconds.
             assert!(
-                started.elapsed() < Duration::from_secs(30),
+                started.elapsed() < HANG,
                 "{name} as .{extension} took {:?}",
                 started.elapsed()
             );
@@ -138,10 +142,7 @@ fn zip_bombs_posing_as_documents_are_refused() {
                 "{name} .{extension}: {}",
                 err.code
             );
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "{name} .{extension}"
-            );
+            assert!(started.elapsed() < HANG, "{name} .{extension}");
         }
     }
 }

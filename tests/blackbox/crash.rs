@@ -146,7 +146,8 @@ fn a_terminated_worker_hands_its_run_back_at_once() {
 
 #[test]
 fn canceling_a_run_reaches_the_worker_process_holding_it() {
-    let env = slow_env().with("SHELF_LLM_MOCK_DELAY_MS", "2000");
+    // Each model call would take a day: the run ends only if the cancel interrupts `clean`.
+    let env = slow_env().with("SHELF_LLM_MOCK_DELAY_MS", "86400000");
     let (_doc, run_id) = queue_document(&env);
     let _worker = env.spawn(&["worker"]);
     wait_for(Duration::from_secs(60), "clean to start", || {
@@ -154,16 +155,14 @@ fn canceling_a_run_reaches_the_worker_process_holding_it() {
     });
     let answer = env.json(&["admin", "run-cancel", &run_id, "--json"]);
     assert_eq!(answer["outcome"], "requested");
-    let asked = std::time::Instant::now();
     let done = wait_for(
-        Duration::from_secs(10),
+        Duration::from_secs(120),
         "the worker to stop the run",
         || {
             let run = run_json(&env, &run_id);
             (run["status"] == "canceled").then_some(run)
         },
     );
-    assert!(asked.elapsed() < Duration::from_secs(5));
     let kinds = kinds(&done);
     assert_eq!(
         count(&kinds, "classify:stage_started"),

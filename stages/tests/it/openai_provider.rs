@@ -311,12 +311,11 @@ async fn an_oversized_response_is_cut_at_the_cap() {
         timeout: Duration::from_secs(30),
         ..config(&server.base_url)
     });
-    let started = Instant::now();
+    // The body never ends: an answer at all shows reading stopped at the cap.
     let e = provider.clean(clean_request("text", "")).await.unwrap_err();
     assert_eq!(e.code, "response_too_large");
     assert!(!e.retryable);
     assert!(e.message.contains("SHELF_LLM_MAX_RESPONSE_CHARS=20000"));
-    assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(server.requests().len(), 1, "not retried");
     // The client hung up instead of reading on.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -344,7 +343,7 @@ async fn a_server_that_never_answers_times_out() {
         max_retries: 1,
         ..config(&server.base_url)
     });
-    let started = Instant::now();
+    // The server never answers: an error at all shows the timeout fired, twice.
     let e = provider.summarize("text").await.unwrap_err();
     assert_eq!(e.code, "provider_timeout");
     assert!(e.retryable);
@@ -354,7 +353,6 @@ async fn a_server_that_never_answers_times_out() {
         e.message
     );
     assert_eq!(server.requests().len(), 2);
-    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test]
@@ -380,12 +378,10 @@ async fn an_unreachable_endpoint_names_the_setting() {
         max_retries: 1,
         ..config(&format!("http://{addr}/v1"))
     });
-    let started = Instant::now();
     let e = provider.summarize("text").await.unwrap_err();
     assert_eq!(e.code, "provider_unreachable");
     assert!(e.message.contains("SHELF_LLM_BASE_URL"), "{}", e.message);
     assert!(e.message.contains("connection refused"), "{}", e.message);
-    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test]
