@@ -890,38 +890,33 @@ async fn slow_headers_and_idle_connections_are_cut() {
     );
     let api = Api::start(&env);
     let addr = api.base.trim_start_matches("http://").to_string();
-    let closed_within = |mut socket: std::net::TcpStream| -> Duration {
+    // Whether the server closed the connection (EOF or a reset) rather than holding it until
+    // the client's own read timeout, far beyond the server's 1 s: which one ended the read,
+    // not how long it took.
+    let closed_by_server = |mut socket: std::net::TcpStream| -> Result<(), std::io::Error> {
         socket
-            .set_read_timeout(Some(Duration::from_secs(10)))
+            .set_read_timeout(Some(Duration::from_secs(120)))
             .expect("timeout");
-        let started = Instant::now();
         let mut buf = [0u8; 4096];
-        // Reads until EOF (or a reset): a served connection would block for the full 10 s.
-        while let Ok(n) = socket.read(&mut buf) {
-            if n == 0 {
-                break;
+        loop {
+            match socket.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
+                Err(e) => return Err(e),
             }
         }
-        started.elapsed()
     };
 
     let mut slow = std::net::TcpStream::connect(&addr).expect("connect");
     slow.write_all(b"GET /hea").expect("write");
-    let waited = closed_within(slow);
-    assert!(
-        waited < Duration::from_secs(5),
-        "slow headers held {waited:?}"
-    );
+    closed_by_server(slow).expect("slow headers are cut off by the server");
 
     // A complete request is answered, then the idle connection is closed.
     let mut idle = std::net::TcpStream::connect(&addr).expect("connect");
     idle.write_all(format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
         .expect("write");
-    let waited = closed_within(idle);
-    assert!(
-        waited < Duration::from_secs(5),
-        "idle connection held {waited:?}"
-    );
+    closed_by_server(idle).expect("an idle connection is closed by the server");
 
     // The server still serves.
     let health = get_json(&client(), &api, "/health").await;
