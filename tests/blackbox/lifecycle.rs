@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::api::{Api, client, get_json, migrated, upload};
+use crate::api::{Api, client, get_json, migrated, post_files, upload};
 use crate::fake_model::FakeModel;
 use crate::support::{Env, WriteLock, corpus, tree};
 
@@ -239,7 +239,7 @@ async fn a_database_locked_for_8_s_mid_run_costs_no_model_call_twice() {
 }
 
 /// A backup tool holds the database's write lock for longer than the busy timeout while a
-/// client uploads and `shelf import` runs: the upload is answered 503 `service_unavailable`
+/// client uploads (alone and in a batch) and `shelf import` runs: the upload is answered 503 `service_unavailable`
 /// with `Retry-After` and a detail saying the database is busy (not a 500), the import's
 /// record says the same (not `ingest_failed`), neither keeps anything, and the same upload
 /// retried once the lock is gone is stored once.
@@ -270,6 +270,20 @@ async fn an_upload_and_an_import_under_a_backups_write_lock_say_so_and_keep_noth
             .as_str()
             .is_some_and(|d| d.starts_with("The database is busy")),
         "{body}"
+    );
+    // A batch under the same lock: the entry says why.
+    let (status, batch) = post_files(
+        &client(),
+        &api,
+        "/documents/batch",
+        "files",
+        &[("crazy.txt", text.clone())],
+    )
+    .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{batch}");
+    assert_eq!(
+        batch["documents"][0]["error"]["code"], "service_unavailable",
+        "{batch}"
     );
     // `shelf import` under the same lock: the file's record says why, the command exits 1.
     let file = env.write("in/crazy.txt", &text);

@@ -157,7 +157,7 @@ pub async fn upload(
     post, path = "/documents/batch", operation_id = "upload_documents", tag = "documents",
     request_body(content = BatchUploadForm, content_type = "multipart/form-data"),
     responses(
-        (status = 200, description = "One entry per `files` part, in order; `error.code` is `unsupported_file_type`, `archive_not_supported`, `empty_file`, `upload_too_large`, `invalid_import_path` or `ingest_failed` (detail `Document ingest failed`)", body = BatchOut),
+        (status = 200, description = "One entry per `files` part, in order; `error.code` is `unsupported_file_type`, `archive_not_supported`, `empty_file`, `upload_too_large`, `invalid_import_path`, `insufficient_storage`, `service_unavailable` (the database was busy) or `ingest_failed` (detail `Document ingest failed`)", body = BatchOut),
         (status = 400, description = "`bad_request` (malformed multipart)", body = ErrorBody),
         (status = 413, description = "`batch_too_large` (nothing kept) or `request_too_large`", body = ErrorBody),
         (status = 507, description = "`insufficient_storage`: free disk space is below `SHELF_MIN_FREE_BYTES` (nothing was read or stored), or a write met a full disk", body = ErrorBody),
