@@ -239,10 +239,10 @@ async fn a_database_locked_for_8_s_mid_run_costs_no_model_call_twice() {
 }
 
 /// A backup tool holds the database's write lock for longer than the busy timeout while a
-/// client uploads (alone and in a batch) and `shelf import` runs: the upload is answered 503 `service_unavailable`
-/// with `Retry-After` and a detail saying the database is busy (not a 500), the import's
-/// record says the same (not `ingest_failed`), neither keeps anything, and the same upload
-/// retried once the lock is gone is stored once.
+/// client uploads (alone and in a batch) and `shelf import` runs: the upload is answered 503
+/// `service_unavailable` with `Retry-After` and a detail saying the database is busy (not a
+/// 500), the batch entry and the import's record say the same (not `ingest_failed`), none
+/// keeps anything, and the same upload retried once the lock is gone is stored once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_and_an_import_under_a_backups_write_lock_say_so_and_keep_nothing() {
     let env = migrated(Env::new());
