@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::Env;
+use common::{Env, ids};
 use sea_orm::{ConnectionTrait, Database};
 use shelf_db::sql::SqlExt;
 use shelf_documents::{
@@ -91,13 +91,6 @@ fn dense(query: &str, mode: SearchMode, vector: Vec<f32>) -> SearchRequest {
         }),
         ..Default::default()
     }
-}
-
-async fn ids(env: &Env, request: &SearchRequest) -> Vec<String> {
-    search_ids(env.db(), request)
-        .await
-        .expect("search")
-        .document_ids
 }
 
 async fn count_rows(env: &Env, document_id: &str) -> i64 {

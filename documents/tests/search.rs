@@ -7,7 +7,7 @@ mod common;
 use shelf_db::sql::SqlExt;
 use std::collections::{HashMap, HashSet};
 
-use common::Env;
+use common::{Env, ids};
 use sea_orm::ConnectionTrait;
 use shelf_documents::{
     Document, DocumentResults, DocumentStatus, DocumentsError, MatchMode, SearchRequest,
@@ -55,13 +55,6 @@ fn req(query: &str) -> SearchRequest {
         query: query.into(),
         ..Default::default()
     }
-}
-
-async fn ids(env: &Env, request: &SearchRequest) -> Vec<String> {
-    search_ids(env.db(), request)
-        .await
-        .expect("search")
-        .document_ids
 }
 
 on_both_backends!(ranking_prefers_better_matches_then_newer_then_id);

@@ -193,3 +193,11 @@ pub mod engine_sql {
         )]
     }
 }
+
+/// The ids a search finds, in rank order.
+pub async fn ids(env: &Env, request: &shelf_documents::SearchRequest) -> Vec<String> {
+    shelf_documents::search_ids(env.db(), request)
+        .await
+        .expect("search")
+        .document_ids
+}
