@@ -171,39 +171,46 @@ fn form(sq: &SearchQuery, semantic: bool) -> Markup {
             }
             p class="options" {
                 @if semantic {
-                    span class="field" {
-                        label for="find" { "Find by" }
-                        select id="find" name="find" {
-                            option value="keyword" selected[find.is_empty() || find == "keyword"] { "words" }
-                            option value="hybrid" selected[find == "hybrid"] { "words and meaning" }
-                            option value="semantic" selected[find == "semantic"] { "meaning" }
-                        }
-                    }
+                    (choice("find", "Find by", find, &[
+                        ("keyword", "words"),
+                        ("hybrid", "words and meaning"),
+                        ("semantic", "meaning"),
+                    ]))
                     " "
                 }
-                span class="field" {
-                    label for="mode" { "Words" }
-                    select id="mode" name="mode" {
-                        option value="auto" selected[mode.is_empty() || mode == "auto"] { "all, else any" }
-                        option value="all" selected[mode == "all"] { "all of them" }
-                        option value="any" selected[mode == "any"] { "any of them" }
-                    }
-                }
+                (choice("mode", "Words", mode, &[
+                    ("auto", "all, else any"),
+                    ("all", "all of them"),
+                    ("any", "any of them"),
+                ]))
                 " "
                 span class="field" {
                     input type="checkbox" id="phrase" name="phrase" checked[sq.phrase()];
                     label for="phrase" { "Exact phrase" }
                 }
                 " "
-                span class="field" {
-                    label for="scope" { "Text" }
-                    select id="scope" name="scope" {
-                        option value="cleaned" selected[scope != "raw"] { "cleaned" }
-                        option value="raw" selected[scope == "raw"] { "raw (as extracted)" }
-                    }
-                }
+                (choice("scope", "Text", scope, &[
+                    ("cleaned", "cleaned"),
+                    ("raw", "raw (as extracted)"),
+                ]))
                 @if !value(&sq.class).is_empty() { input type="hidden" name="class" value=(value(&sq.class)); }
                 @if !value(&sq.status).is_empty() { input type="hidden" name="status" value=(value(&sq.status)); }
+            }
+        }
+    }
+}
+
+/// A labelled `<select>` named `name`: the option whose value is `current` is selected, the
+/// first one when `current` is none of them (unset or unknown: the default).
+fn choice(name: &str, label: &str, current: &str, options: &[(&str, &str)]) -> Markup {
+    let known = options.iter().any(|(value, _)| *value == current);
+    html! {
+        span class="field" {
+            label for=(name) { (label) }
+            select id=(name) name=(name) {
+                @for (i, (value, text)) in options.iter().enumerate() {
+                    option value=(value) selected[*value == current || (i == 0 && !known)] { (text) }
+                }
             }
         }
     }
@@ -230,5 +237,45 @@ fn facet(
                 li { a class="clear" href=(href("")) { "clear" } }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value of the option a rendered `<select>` has selected.
+    fn selected(markup: &Markup) -> Vec<String> {
+        markup
+            .0
+            .split("<option ")
+            .filter(|o| o.contains(" selected"))
+            .filter_map(|o| o.split('"').nth(1).map(str::to_string))
+            .collect()
+    }
+
+    #[test]
+    fn a_choice_selects_the_current_value_else_the_first() {
+        let options = [("auto", "all, else any"), ("all", "all"), ("any", "any")];
+        for (current, expected) in [
+            ("any", "any"),
+            ("all", "all"),
+            ("", "auto"),
+            ("x\"y", "auto"),
+        ] {
+            let markup = choice("mode", "Words", current, &options);
+            assert_eq!(selected(&markup), [expected], "{current:?}: {}", markup.0);
+        }
+        let markup = choice("mode", "Words", "any", &options);
+        assert!(
+            markup.0.contains(r#"<label for="mode">Words</label>"#),
+            "{}",
+            markup.0
+        );
+        assert!(
+            markup.0.contains(r#"<select id="mode" name="mode">"#),
+            "{}",
+            markup.0
+        );
     }
 }
