@@ -21,13 +21,7 @@ if [[ -n "${BIN:-}" ]]; then SHELF=$BIN; else
   SHELF=$TARGET/release/shelf
 fi
 
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  [[ -n "${KEEP:-}" ]] && echo "kept $WORK" >&2 || rm -rf "$WORK"
-}
-trap cleanup EXIT
+source bench/workdir.sh
 export SHELF_LOG_LEVEL=warn OMP_THREAD_LIMIT=1
 
 # The import root: the corpus's documents (not its hostile files or page scans), then bulk.

@@ -54,13 +54,7 @@ NDCG_ARGS=(--modes $MODES)
 LAT_ARGS=(--modes $MODES)
 [[ -z "${REPEAT:-}" ]] || LAT_ARGS+=(--repeat "$REPEAT")
 
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  [[ -n "${KEEP:-}" ]] && echo "kept $WORK" >&2 || rm -rf "$WORK"
-}
-trap cleanup EXIT
+source bench/workdir.sh
 export SHELF_LLM_PROVIDER=mock SHELF_LOG_LEVEL=warn
 
 start_api() { # data dir -> sets BASE

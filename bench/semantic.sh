@@ -26,13 +26,7 @@ MODEL=${SHELF_EMBEDDING_MODEL_DIR:-$(scripts/fetch-embedding-model | tail -1)}
 ROUNDS=${ROUNDS:-2}
 unset SHELF_EMBEDDING_MODEL_DIR
 
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  [[ -n "${KEEP:-}" ]] && echo "kept $WORK" >&2 || rm -rf "$WORK"
-}
-trap cleanup EXIT
+source bench/workdir.sh
 export SHELF_LLM_PROVIDER=local SHELF_LOG_LEVEL=warn
 
 # One case: $1 a label, $2 the model directory or empty. Prints one Markdown row.
