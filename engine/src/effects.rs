@@ -10,6 +10,7 @@ use crate::lifecycle::AttemptEnd;
 use crate::state::{RunStatus, StageStatus};
 use crate::store::{RunRecord, stmt};
 use crate::time::now_rfc3339;
+use crate::warnings::stage_error;
 
 pub(crate) use crate::store::Write;
 
@@ -130,7 +131,7 @@ pub(crate) fn attempt_ended(
             Write {
                 statements: vec![record(
                     StageStatus::Pending,
-                    Some(format!("{code}: {message}")),
+                    Some(stage_error(code, message)),
                 )],
                 events: vec![(
                     stage.to_string(),
@@ -140,20 +141,29 @@ pub(crate) fn attempt_ended(
             },
             Some(StageStatus::Failed),
         ),
-        AttemptEnd::Failed { code, message } => (
-            Write {
-                statements: vec![record(
-                    StageStatus::Failed,
-                    Some(format!("{code}: {message}")),
-                )],
-                events: vec![(
-                    stage.to_string(),
-                    "stage_failed",
-                    format!("attempt {attempt} of {of} failed ({code}): {message}"),
-                )],
-            },
-            Some(StageStatus::Failed),
-        ),
+        AttemptEnd::Failed { code, message } | AttemptEnd::Continued { code, message } => {
+            // The stage's row is the same either way (its `code: message` is what a run's
+            // warnings are read from); only the event says whether the run goes on.
+            let going_on = if matches!(end, AttemptEnd::Continued { .. }) {
+                "; continuing (on_failure: continue)"
+            } else {
+                ""
+            };
+            (
+                Write {
+                    statements: vec![record(
+                        StageStatus::Failed,
+                        Some(stage_error(code, message)),
+                    )],
+                    events: vec![(
+                        stage.to_string(),
+                        "stage_failed",
+                        format!("attempt {attempt} of {of} failed ({code}): {message}{going_on}"),
+                    )],
+                },
+                Some(StageStatus::Failed),
+            )
+        }
     }
 }
 
@@ -188,8 +198,24 @@ pub(crate) fn uncount_running_stages(run: &RunRecord) -> sea_orm::Statement {
     )
 }
 
-pub(crate) fn finish(run: &RunRecord, status: RunStatus, error: Option<String>) -> Write {
+/// The run's end; `continued` names the stages it went on without (`on_failure: continue`),
+/// which its success event lists.
+pub(crate) fn finish(
+    run: &RunRecord,
+    status: RunStatus,
+    error: Option<String>,
+    continued: &[&str],
+) -> Write {
     let (kind, message) = match status {
+        RunStatus::Succeeded if !continued.is_empty() => (
+            "run_succeeded",
+            format!(
+                "run succeeded with {} warning{}: failed and continued past: {}",
+                continued.len(),
+                if continued.len() == 1 { "" } else { "s" },
+                continued.join(", ")
+            ),
+        ),
         RunStatus::Succeeded => ("run_succeeded", "run succeeded".to_string()),
         RunStatus::Canceled => ("run_canceled", "run canceled".to_string()),
         _ => (

@@ -18,6 +18,7 @@ pub mod store;
 pub mod subject_sql;
 pub mod time;
 pub mod wake;
+pub mod warnings;
 pub mod worker;
 
 pub use error::EngineError;
@@ -27,4 +28,5 @@ pub use registry::Registry;
 pub use stage::{Stage, StageContext, StageError, StageInputs};
 pub use state::{RunStatus, StageStatus};
 pub use store::{Claim, EventRecord, NewRun, RunRecord, RunStore, StageRecord, SubjectGuard};
+pub use warnings::RunWarning;
 pub use worker::{ClaimGate, ClaimPacer, Worker, WorkerConfig};

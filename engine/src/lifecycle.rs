@@ -8,13 +8,15 @@
 //! The order of decisions when a claim ends (see [`Lifecycle::ending`]) is the contract
 //! ARCHITECTURE.md states: a lost lease writes nothing; a run whose every stage succeeded
 //! succeeds (a late cancel does not undo committed work); then cancel, failure, shutdown and a
-//! scheduled retry, in that order.
+//! scheduled retry, in that order. A stage with `on_failure: continue` that fails for good
+//! counts as done (like a skipped stage: no output) and fails nothing: the run can still
+//! succeed, and [`Lifecycle::continued`] names such stages for its warnings.
 
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::pipeline::{CompiledPipeline, WhenFlag};
+use crate::pipeline::{CompiledPipeline, OnFailure, WhenFlag};
 use crate::state::{RunStatus, StageStatus};
 
 /// What the machine needs to know of one stage of the pipeline.
@@ -25,6 +27,8 @@ pub struct StagePlan {
     pub when: Option<WhenFlag>,
     /// Total attempts allowed, the first included.
     pub max_attempts: u32,
+    /// What the stage's failure for good does to the run.
+    pub on_failure: OnFailure,
     /// Why the stage's kind cannot run in this process ([`crate::Stage::unavailable`]): it is
     /// skipped with this reason.
     pub unavailable: Option<String>,
@@ -45,6 +49,7 @@ impl StagePlan {
                 needs: s.needs.clone(),
                 when: s.when.clone(),
                 max_attempts: s.retry.attempts.max(1),
+                on_failure: s.on_failure,
                 unavailable: unavailable(&s.kind),
             })
             .collect()
@@ -101,6 +106,9 @@ pub enum AttemptEnd {
     Retrying { code: String, message: String },
     /// Failed for good: the run fails.
     Failed { code: String, message: String },
+    /// Failed for good, and the stage's `on_failure: continue` lets the run go on: the stage
+    /// ends `failed`, its dependents run without its output, no sibling is stopped.
+    Continued { code: String, message: String },
     /// Stopped by a cancel.
     Canceled,
     /// Stopped because the process is stopping: the attempt does not count.
@@ -303,7 +311,9 @@ impl Lifecycle {
                             slot.attempts = slot.attempts.saturating_sub(1);
                             StageStatus::Pending
                         }
-                        AttemptEnd::Failed { .. } => StageStatus::Failed,
+                        AttemptEnd::Failed { .. } | AttemptEnd::Continued { .. } => {
+                            StageStatus::Failed
+                        }
                         AttemptEnd::Canceled => StageStatus::Canceled,
                     };
                     let fail_fast = matches!(end, AttemptEnd::Failed { .. });
@@ -347,6 +357,30 @@ impl Lifecycle {
         self.index(stage).map(|i| self.slots[i].status)
     }
 
+    /// The stages that failed for good and were continued past (`on_failure: continue`), in
+    /// pipeline order: a run that succeeds with them succeeds with a warning each.
+    pub fn continued(&self) -> Vec<&str> {
+        (0..self.plans.len())
+            .filter(|&i| self.continued_past(i))
+            .map(|i| self.plans[i].name.as_str())
+            .collect()
+    }
+
+    /// Whether stage `i` failed for good under `on_failure: continue`. Only that path leaves
+    /// such a stage `failed` (a cancel or a sibling's failure leaves it `canceled`), also when
+    /// the status comes from a checkpoint of an earlier claim.
+    fn continued_past(&self, i: usize) -> bool {
+        self.slots[i].status == StageStatus::Failed
+            && self.plans[i].on_failure == OnFailure::Continue
+    }
+
+    /// Whether stage `i` is done in a way that lets its dependents start and the run succeed:
+    /// succeeded, skipped, or failed and continued past (which, like a skipped stage, leaves
+    /// no output, so lookups pass through it).
+    fn done_for_dependents(&self, i: usize) -> bool {
+        self.slots[i].status.satisfies_dependents() || self.continued_past(i)
+    }
+
     fn index(&self, stage: &str) -> Option<usize> {
         self.plans.iter().position(|p| p.name == stage)
     }
@@ -373,6 +407,8 @@ impl Lifecycle {
         if retryable && self.slots[i].attempts < self.plans[i].max_attempts {
             self.retry_due = Some(self.retry_due.map_or(retry_at, |d| d.min(retry_at)));
             AttemptEnd::Retrying { code, message }
+        } else if self.plans[i].on_failure == OnFailure::Continue {
+            AttemptEnd::Continued { code, message }
         } else {
             self.failure
                 .get_or_insert_with(|| stage_failure(name, &code, &message));
@@ -442,7 +478,7 @@ impl Lifecycle {
         if self.lease_lost {
             return Effect::Abandon;
         }
-        if self.slots.iter().all(|s| s.status.satisfies_dependents()) {
+        if (0..self.slots.len()).all(|i| self.done_for_dependents(i)) {
             return Effect::Finish {
                 status: RunStatus::Succeeded,
                 error: None,
@@ -472,12 +508,9 @@ impl Lifecycle {
                 reason: Requeue::RetryScheduled,
             };
         }
-        let stuck: Vec<&str> = self
-            .plans
-            .iter()
-            .zip(&self.slots)
-            .filter(|(_, s)| !s.status.satisfies_dependents())
-            .map(|(p, _)| p.name.as_str())
+        let stuck: Vec<&str> = (0..self.plans.len())
+            .filter(|&i| !self.done_for_dependents(i))
+            .map(|i| self.plans[i].name.as_str())
             .collect();
         Effect::Finish {
             status: RunStatus::Failed,
@@ -486,10 +519,10 @@ impl Lifecycle {
     }
 
     fn needs_met(&self, i: usize) -> bool {
-        self.plans[i].needs.iter().all(|n| {
-            self.index(n)
-                .is_some_and(|j| self.slots[j].status.satisfies_dependents())
-        })
+        self.plans[i]
+            .needs
+            .iter()
+            .all(|n| self.index(n).is_some_and(|j| self.done_for_dependents(j)))
     }
 
     fn flag_set(&self, when: &WhenFlag) -> bool {

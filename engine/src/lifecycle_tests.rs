@@ -15,7 +15,48 @@ fn plan(name: &str, needs: &[&str], attempts: u32) -> StagePlan {
         needs: needs.iter().map(|s| s.to_string()).collect(),
         when: None,
         max_attempts: attempts,
+        on_failure: OnFailure::Fail,
         unavailable: None,
+    }
+}
+
+/// A stage with `on_failure: continue`.
+fn lenient(name: &str, needs: &[&str], attempts: u32) -> StagePlan {
+    StagePlan {
+        on_failure: OnFailure::Continue,
+        ..plan(name, needs, attempts)
+    }
+}
+
+fn failed(stage: &str, code: &str, retryable: bool) -> Event {
+    Event::StageFailed {
+        stage: stage.into(),
+        code: code.into(),
+        message: "m".into(),
+        retryable,
+        retry_at: 1_000,
+    }
+}
+
+fn succeeded(stage: &str) -> Event {
+    Event::StageSucceeded {
+        stage: stage.into(),
+        output: json!({}),
+    }
+}
+
+fn start(stage: &str, attempt: u32, of: u32) -> Effect {
+    Effect::Start {
+        stage: stage.into(),
+        attempt,
+        of,
+    }
+}
+
+fn finish_succeeded() -> Effect {
+    Effect::Finish {
+        status: RunStatus::Succeeded,
+        error: None,
     }
 }
 
@@ -37,11 +78,21 @@ struct Observer {
     stopping: bool,
     lease_lost: bool,
     failed: bool,
+    /// Stages that failed for good and were continued past.
+    continued: BTreeSet<String>,
     retrying: bool,
     ended: Option<Effect>,
 }
 
 impl Observer {
+    /// Whether `stage` is done in a way that lets dependents start and the run succeed.
+    fn done_for_dependents(&self, stage: &str) -> bool {
+        self.done
+            .get(stage)
+            .is_some_and(|s| s.satisfies_dependents())
+            || self.continued.contains(stage)
+    }
+
     fn event(&mut self, event: &Event) {
         match event {
             Event::CancelRequested => self.cancel = true,
@@ -77,12 +128,14 @@ impl Observer {
                     let p = plans.iter().find(|p| &p.name == stage).expect("planned");
                     for need in &p.needs {
                         assert!(
-                            self.done
-                                .get(need)
-                                .is_some_and(|s| s.satisfies_dependents()),
+                            self.done_for_dependents(need),
                             "{stage} started before {need}"
                         );
                     }
+                    assert!(
+                        !self.continued.contains(stage),
+                        "a stage continued past never runs again in the same run"
+                    );
                     assert!(*attempt <= *of && *of == p.max_attempts, "{effect:?}");
                     self.attempts.insert(stage.clone(), *attempt);
                     self.running.insert(stage.clone());
@@ -102,7 +155,16 @@ impl Observer {
                     assert!(self.running.remove(stage), "{stage} ended without running");
                     match end {
                         AttemptEnd::Failed { .. } => {
+                            let p = plans.iter().find(|p| &p.name == stage).expect("planned");
+                            assert_eq!(p.on_failure, OnFailure::Fail, "{effect:?}");
                             self.failed = true;
+                            self.done.insert(stage.clone(), StageStatus::Failed);
+                        }
+                        AttemptEnd::Continued { .. } => {
+                            let p = plans.iter().find(|p| &p.name == stage).expect("planned");
+                            assert_eq!(p.on_failure, OnFailure::Continue, "{effect:?}");
+                            assert!(!self.cancel, "a canceled run continues past nothing");
+                            self.continued.insert(stage.clone());
                             self.done.insert(stage.clone(), StageStatus::Failed);
                         }
                         AttemptEnd::Retrying { .. } => self.retrying = true,
@@ -113,7 +175,15 @@ impl Observer {
                         AttemptEnd::Interrupted => assert!(self.stopping),
                     }
                 }
-                Effect::StopStages | Effect::CheckpointsReused { .. } => {}
+                Effect::StopStages => {
+                    // A stage continued past stops no sibling: only a cancel, a shutdown, a
+                    // lost lease or a failure does.
+                    assert!(
+                        self.cancel || self.stopping || self.failed || self.lease_lost,
+                        "stages stopped for no reason: {self:?}"
+                    );
+                }
+                Effect::CheckpointsReused { .. } => {}
                 Effect::Abandon => {
                     assert!(
                         last && self.lease_lost,
@@ -135,11 +205,7 @@ impl Observer {
                     assert!(last, "the end of a claim is its last effect");
                     assert!(self.running.is_empty(), "finished with stages running");
                     assert!(!self.lease_lost, "a fenced-out claim writes nothing");
-                    let all_done = plans.iter().all(|p| {
-                        self.done
-                            .get(&p.name)
-                            .is_some_and(|s| s.satisfies_dependents())
-                    });
+                    let all_done = plans.iter().all(|p| self.done_for_dependents(&p.name));
                     match status {
                         RunStatus::Succeeded => assert!(all_done, "succeeded with work left"),
                         RunStatus::Canceled => {
@@ -196,6 +262,15 @@ fn pipelines() -> Vec<Vec<StagePlan>> {
                 ..plan("b", &["a"], 2)
             },
             plan("c", &["b"], 1),
+        ],
+        // The default pipeline's shape: two lenient siblings, a dependent of both, and a
+        // strict sibling.
+        vec![
+            plan("a", &[], 1),
+            lenient("b", &["a"], 2),
+            lenient("c", &["a"], 1),
+            plan("d", &["b", "c"], 1),
+            plan("e", &["a"], 1),
         ],
     ]
 }
@@ -435,25 +510,327 @@ fn a_resumed_claim_reuses_checkpoints_and_restarts_an_interrupted_stage() {
     assert_eq!(m.output("a"), Some(&json!({"x": 1})));
 }
 
+/// `a` then `b` (lenient) and `c` side by side, then `d` needing both.
+fn diamond(b: StagePlan) -> Vec<StagePlan> {
+    vec![
+        plan("a", &[], 1),
+        b,
+        plan("c", &["a"], 1),
+        plan("d", &["b", "c"], 1),
+    ]
+}
+
+/// A machine past `a`, with `b` and `c` running.
+fn diamond_running(b: StagePlan) -> Lifecycle {
+    let (mut m, _) = Lifecycle::claimed(fresh(), Ok(diamond(b)), &[]);
+    let effects = m.step(succeeded("a"));
+    assert_eq!(&effects[1..], [start("b", 1, 1), start("c", 1, 1)]);
+    m
+}
+
+fn continued(stage: &str, code: &str, attempt: u32, of: u32) -> Effect {
+    Effect::AttemptEnded {
+        stage: stage.into(),
+        attempt,
+        of,
+        end: AttemptEnd::Continued {
+            code: code.into(),
+            message: "m".into(),
+        },
+    }
+}
+
+#[test]
+fn a_lenient_failure_stops_no_sibling_and_its_dependents_run_without_its_output() {
+    let mut m = diamond_running(lenient("b", &["a"], 1));
+    // No StopStages: `c` keeps running.
+    assert_eq!(
+        m.step(failed("b", "invalid_response", false)),
+        vec![continued("b", "invalid_response", 1, 1)]
+    );
+    assert_eq!(m.running(), ["c"]);
+    assert_eq!(m.status("b"), Some(StageStatus::Failed));
+    assert_eq!(m.output("b"), None, "a stage continued past has no output");
+    let effects = m.step(succeeded("c"));
+    assert_eq!(effects.last(), Some(&start("d", 1, 1)));
+    let effects = m.step(succeeded("d"));
+    assert_eq!(effects.last(), Some(&finish_succeeded()));
+    assert_eq!(m.continued(), ["b"]);
+}
+
+#[test]
+fn a_lenient_failure_after_its_siblings_finished_lets_dependents_start_at_once() {
+    let mut m = diamond_running(lenient("b", &["a"], 1));
+    m.step(succeeded("c"));
+    let effects = m.step(failed("b", "bad_input", false));
+    assert_eq!(
+        effects,
+        vec![continued("b", "bad_input", 1, 1), start("d", 1, 1)]
+    );
+}
+
+#[test]
+fn a_lenient_last_stage_that_fails_ends_the_run_succeeded() {
+    let plans = vec![plan("a", &[], 1), lenient("b", &["a"], 1)];
+    let (mut m, _) = Lifecycle::claimed(fresh(), Ok(plans), &[]);
+    m.step(succeeded("a"));
+    assert_eq!(
+        m.step(failed("b", "provider_error", false)),
+        vec![continued("b", "provider_error", 1, 1), finish_succeeded()]
+    );
+    assert!(m.is_over());
+    assert_eq!(m.continued(), ["b"]);
+}
+
+#[test]
+fn the_fail_policy_still_fails_fast() {
+    let mut m = diamond_running(plan("b", &["a"], 1));
+    assert_eq!(
+        m.step(failed("b", "bad_input", false)),
+        vec![
+            Effect::AttemptEnded {
+                stage: "b".into(),
+                attempt: 1,
+                of: 1,
+                end: AttemptEnd::Failed {
+                    code: "bad_input".into(),
+                    message: "m".into()
+                },
+            },
+            Effect::StopStages,
+        ]
+    );
+    let effects = m.step(failed("c", "canceled", false));
+    assert_eq!(
+        effects.last(),
+        Some(&Effect::Finish {
+            status: RunStatus::Failed,
+            error: Some(stage_failure("b", "bad_input", "m")),
+        })
+    );
+    assert!(m.continued().is_empty());
+}
+
+#[test]
+fn a_strict_failure_after_a_lenient_one_still_fails_the_run() {
+    let mut m = diamond_running(lenient("b", &["a"], 1));
+    m.step(failed("b", "invalid_response", false));
+    let effects = m.step(failed("c", "bad_input", false));
+    assert_eq!(
+        effects.last(),
+        Some(&Effect::Finish {
+            status: RunStatus::Failed,
+            error: Some(stage_failure("c", "bad_input", "m")),
+        })
+    );
+}
+
+#[test]
+fn a_cancel_while_a_lenient_stage_runs_cancels_the_run() {
+    let mut m = diamond_running(lenient("b", &["a"], 1));
+    assert_eq!(m.step(Event::CancelRequested), vec![Effect::StopStages]);
+    let effects = m.step(failed("b", "canceled", false));
+    assert!(matches!(
+        &effects[..],
+        [Effect::AttemptEnded {
+            end: AttemptEnd::Canceled,
+            ..
+        }]
+    ));
+    // Even a real failure after the cancel is recorded as the cancel, not continued past.
+    let effects = m.step(failed("c", "bad_input", false));
+    assert!(matches!(
+        &effects[..],
+        [
+            Effect::AttemptEnded {
+                end: AttemptEnd::Canceled,
+                ..
+            },
+            Effect::Finish {
+                status: RunStatus::Canceled,
+                error: None
+            }
+        ]
+    ));
+    assert!(m.continued().is_empty());
+}
+
+#[test]
+fn a_lenient_stage_with_attempts_left_retries_first_and_is_continued_past_after_the_last() {
+    let plans = vec![plan("a", &[], 1), lenient("b", &["a"], 2)];
+    let (mut m, _) = Lifecycle::claimed(fresh(), Ok(plans.clone()), &[]);
+    m.step(succeeded("a"));
+    let effects = m.step(failed("b", "provider_timeout", true));
+    assert!(
+        matches!(
+            &effects[..],
+            [
+                Effect::AttemptEnded {
+                    end: AttemptEnd::Retrying { .. },
+                    ..
+                },
+                Effect::Requeue {
+                    due_at: Some(1_000),
+                    reason: Requeue::RetryScheduled
+                }
+            ]
+        ),
+        "{effects:?}"
+    );
+    // The next claim resumes: `b`'s second and last attempt fails too, and the run succeeds.
+    let checkpoints = vec![
+        StageCheckpoint {
+            name: "a".into(),
+            status: StageStatus::Succeeded,
+            attempts: 1,
+            output: Some(json!({})),
+        },
+        StageCheckpoint {
+            name: "b".into(),
+            status: StageStatus::Pending,
+            attempts: 1,
+            output: None,
+        },
+    ];
+    let facts = ClaimFacts {
+        claims: 2,
+        ..fresh()
+    };
+    let (mut m, effects) = Lifecycle::claimed(facts, Ok(plans), &checkpoints);
+    assert_eq!(effects.last(), Some(&start("b", 2, 2)));
+    assert_eq!(
+        m.step(failed("b", "provider_timeout", true)),
+        vec![continued("b", "provider_timeout", 2, 2), finish_succeeded()]
+    );
+}
+
+#[test]
+fn a_flag_of_a_stage_continued_past_is_not_set() {
+    let plans = vec![
+        plan("a", &[], 1),
+        lenient("b", &["a"], 1),
+        StagePlan {
+            when: Some(WhenFlag {
+                stage: "b".into(),
+                flag: "flag".into(),
+            }),
+            ..plan("c", &["b"], 1)
+        },
+    ];
+    let (mut m, _) = Lifecycle::claimed(fresh(), Ok(plans), &[]);
+    m.step(succeeded("a"));
+    assert_eq!(
+        m.step(failed("b", "bad_input", false)),
+        vec![
+            continued("b", "bad_input", 1, 1),
+            Effect::Skip {
+                stage: "c".into(),
+                reason: "skipped: b.flag is not set".into()
+            },
+            finish_succeeded(),
+        ]
+    );
+}
+
+#[test]
+fn a_resumed_claim_never_reruns_a_stage_continued_past() {
+    let plans = diamond(lenient("b", &["a"], 1));
+    let checkpoint = |name: &str, status: StageStatus, attempts: u32| StageCheckpoint {
+        name: name.into(),
+        status,
+        attempts,
+        output: (status == StageStatus::Succeeded).then(|| json!({})),
+    };
+    // `c` had a retryable failure in the first claim, after `b` was continued past.
+    let checkpoints = vec![
+        checkpoint("a", StageStatus::Succeeded, 1),
+        checkpoint("b", StageStatus::Failed, 1),
+        checkpoint("c", StageStatus::Pending, 1),
+    ];
+    let plans = plans
+        .into_iter()
+        .map(|p| {
+            if p.name == "c" {
+                StagePlan {
+                    max_attempts: 2,
+                    ..p
+                }
+            } else {
+                p
+            }
+        })
+        .collect();
+    let facts = ClaimFacts {
+        claims: 2,
+        reclaimed: true,
+        reclaims: 1,
+        ..fresh()
+    };
+    let (mut m, effects) = Lifecycle::claimed(facts, Ok(plans), &checkpoints);
+    assert_eq!(
+        effects,
+        vec![
+            Effect::CheckpointsReused {
+                stages: vec!["a".into()]
+            },
+            start("c", 2, 2),
+        ]
+    );
+    assert_eq!(m.continued(), ["b"]);
+    let effects = m.step(succeeded("c"));
+    assert_eq!(effects.last(), Some(&start("d", 1, 1)));
+    let effects = m.step(succeeded("d"));
+    assert_eq!(effects.last(), Some(&finish_succeeded()));
+}
+
+#[test]
+fn a_shutdown_interrupts_a_lenient_stage_without_continuing_past_it() {
+    let mut m = diamond_running(lenient("b", &["a"], 1));
+    m.step(Event::Shutdown);
+    m.step(failed("b", "canceled", false));
+    let effects = m.step(failed("c", "canceled", false));
+    assert!(matches!(
+        effects.last(),
+        Some(Effect::Requeue {
+            due_at: None,
+            reason: Requeue::Released
+        })
+    ));
+    assert!(m.continued().is_empty());
+    assert_eq!(m.status("b"), Some(StageStatus::Pending));
+}
+
 fn arb_pipeline() -> impl Strategy<Value = Vec<StagePlan>> {
     // Up to five stages; each may need any earlier one (a DAG by construction).
-    proptest::collection::vec((proptest::collection::vec(any::<bool>(), 5), 1u32..4), 1..6)
-        .prop_map(|stages| {
-            stages
-                .iter()
-                .enumerate()
-                .map(|(i, (needs, attempts))| StagePlan {
-                    name: format!("s{i}"),
-                    needs: (0..i)
-                        .filter(|j| needs[*j])
-                        .map(|j| format!("s{j}"))
-                        .collect(),
-                    when: None,
-                    max_attempts: *attempts,
-                    unavailable: None,
-                })
-                .collect()
-        })
+    proptest::collection::vec(
+        (
+            proptest::collection::vec(any::<bool>(), 5),
+            1u32..4,
+            any::<bool>(),
+        ),
+        1..6,
+    )
+    .prop_map(|stages| {
+        stages
+            .iter()
+            .enumerate()
+            .map(|(i, (needs, attempts, continues))| StagePlan {
+                name: format!("s{i}"),
+                needs: (0..i)
+                    .filter(|j| needs[*j])
+                    .map(|j| format!("s{j}"))
+                    .collect(),
+                when: None,
+                max_attempts: *attempts,
+                on_failure: if *continues {
+                    OnFailure::Continue
+                } else {
+                    OnFailure::Fail
+                },
+                unavailable: None,
+            })
+            .collect()
+    })
 }
 
 proptest! {

@@ -54,6 +54,10 @@ impl Stage for Index {
     async fn run(&self, _options: &IndexOptions, ctx: &StageContext) -> Result<Value, StageError> {
         let (cleaned, cleaned_chars) = text_of(&self.documents, ctx, "cleaned_text_id").await?;
         let (raw, raw_chars) = text_of(&self.documents, ctx, "raw_text_id").await?;
+        // Either may be missing: a `classify` or `summarize` stage that failed and was
+        // continued past (`on_failure: continue`), or skipped, leaves no output. Its fields are
+        // then published as missing (NULL, replacing an earlier run's), and the document keeps
+        // its text in the indexes: a bad answer never makes it unsearchable.
         let classification = ctx.inputs.find("classification");
         let synopsis = ctx.inputs.find("synopsis");
         let field = |v: Option<&Value>, k: &str| {

@@ -39,6 +39,9 @@ pub(super) struct ClaimRun<'a> {
     elapsed: HashMap<String, Duration>,
     batch: Write,
     ended: Vec<(Option<Span>, String, StageStatus, Duration)>,
+    /// Stages continued past in the current step, with their codes, for the hooks once it
+    /// commits.
+    continued: Vec<(String, String)>,
 }
 
 struct RunningStage {
@@ -67,6 +70,7 @@ impl<'a> ClaimRun<'a> {
             elapsed: HashMap::new(),
             batch: Write::default(),
             ended: Vec::new(),
+            continued: Vec::new(),
         }
     }
 
@@ -140,7 +144,10 @@ impl<'a> ClaimRun<'a> {
                     return self.requeue(due_at, reason).await.map(Some);
                 }
                 Effect::Finish { status, error } => {
-                    return self.finish(status, error).await.map(Some);
+                    return self
+                        .finish(status, error, &machine.continued())
+                        .await
+                        .map(Some);
                 }
             }
         }
@@ -224,6 +231,9 @@ impl<'a> ClaimRun<'a> {
         let elapsed = self.elapsed.remove(&stage).unwrap_or_default();
         let (write, status) = effects::attempt_ended(self.run, &stage, attempt, of, &end, elapsed);
         self.batch.push(write);
+        if let AttemptEnd::Continued { code, .. } = &end {
+            self.continued.push((stage.clone(), code.clone()));
+        }
         match status {
             Some(status) => self.ended.push((span, stage, status, elapsed)),
             None => {
@@ -244,6 +254,15 @@ impl<'a> ClaimRun<'a> {
         for (span, name, status, elapsed) in std::mem::take(&mut self.ended) {
             self.engine
                 .stage_ended(span.as_ref(), self.run, &name, status, elapsed);
+        }
+        for (name, code) in std::mem::take(&mut self.continued) {
+            let kind = self
+                .pipeline
+                .and_then(|p| p.stage(&name))
+                .map_or(name.as_str(), |s| s.kind.as_str());
+            self.engine
+                .hooks
+                .stage_failure_continued(self.run, &name, kind, &code);
         }
         Ok(())
     }
@@ -288,18 +307,26 @@ impl<'a> ClaimRun<'a> {
         Ok(outcome)
     }
 
+    /// Ends the run; `continued` names the stages it went on without (its warnings, if it
+    /// succeeded).
     async fn finish(
         &mut self,
         status: RunStatus,
         error: Option<String>,
+        continued: &[&str],
     ) -> Result<ClaimOutcome, EngineError> {
-        let mut write = effects::finish(self.run, status, error);
+        let mut write = effects::finish(self.run, status, error, continued);
         write
             .statements
             .extend(self.engine.hooks.on_status(&self.run.subject, status));
         self.batch.push(write);
         self.commit().await?;
         self.engine.hooks.run_finished(&self.run.id, status);
+        if status == RunStatus::Succeeded && !continued.is_empty() {
+            self.engine
+                .hooks
+                .run_succeeded_with_warnings(&self.run.id, continued.len());
+        }
         Ok(ClaimOutcome::Finished(status))
     }
 }

@@ -46,6 +46,14 @@ pub trait RunHooks: Send + Sync + 'static {
     /// Called after a run's move to a terminal state commits.
     fn run_finished(&self, _run_id: &str, _status: RunStatus) {}
 
+    /// Called after a stage of kind `kind` failed for good with `code` and, by its
+    /// `on_failure: continue`, the run went on without it (metrics).
+    fn stage_failure_continued(&self, _run: &RunRecord, _stage: &str, _kind: &str, _code: &str) {}
+
+    /// Called after a run succeeded with `warnings` stages continued past (at least one), next
+    /// to its [`RunHooks::run_finished`] (metrics).
+    fn run_succeeded_with_warnings(&self, _run_id: &str, _warnings: usize) {}
+
     /// The trace context a new run carries (a W3C `traceparent`), taken when it is submitted
     /// or retried; [`RunHooks::claim_span`] continues it.
     fn trace_parent(&self) -> Option<String> {

@@ -1,6 +1,6 @@
 //! Compiles a pipeline file into a checked DAG: every problem an operator can make (unknown
-//! stage kind, unknown dependency, cycle, bad `when`, bad options, bad retry or timeout) is
-//! refused here with a position, before any run uses the pipeline.
+//! stage kind, unknown dependency, cycle, bad `when`, bad options, bad retry, timeout or
+//! `on_failure`) is refused here with a position, before any run uses the pipeline.
 
 use std::any::Any;
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -70,6 +70,32 @@ impl RetryPolicy {
     }
 }
 
+/// What a stage's failure for good (a fatal error, or its last attempt) does to its run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnFailure {
+    /// The run fails and running siblings are stopped.
+    #[default]
+    Fail,
+    /// The stage ends `failed`, and the run goes on as if it had been skipped: its dependents
+    /// run where their inputs exist, and the run can still succeed (with a warning).
+    Continue,
+}
+
+impl OnFailure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailure::Fail => "fail",
+            OnFailure::Continue => "continue",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [OnFailure::Fail, OnFailure::Continue]
+            .into_iter()
+            .find(|p| p.as_str() == text)
+    }
+}
+
 #[derive(Clone)]
 pub struct CompiledStage {
     pub name: String,
@@ -81,6 +107,7 @@ pub struct CompiledStage {
     pub when: Option<WhenFlag>,
     pub retry: RetryPolicy,
     pub timeout: Option<Duration>,
+    pub on_failure: OnFailure,
     pub options: Arc<dyn Any + Send + Sync>,
 }
 
@@ -93,6 +120,7 @@ impl fmt::Debug for CompiledStage {
             .field("when", &self.when)
             .field("retry", &self.retry)
             .field("timeout", &self.timeout)
+            .field("on_failure", &self.on_failure)
             .finish_non_exhaustive()
     }
 }
@@ -236,6 +264,7 @@ pub(crate) fn compile(
                         Field::When => positions.value(&at(name, &["when"])),
                         Field::Retry(sub) => positions.value(&at(name, &["retry", sub])),
                         Field::Timeout => positions.value(&at(name, &["timeout"])),
+                        Field::OnFailure => positions.value(&at(name, &["on_failure"])),
                         Field::Option(Some(key)) => positions.key(&at(name, &["with", &key])),
                         Field::Option(None) => positions.value(&at(name, &["with"])),
                     };
@@ -323,6 +352,7 @@ enum Field {
     When,
     Retry(&'static str),
     Timeout,
+    OnFailure,
     Option(Option<String>),
 }
 
@@ -426,6 +456,16 @@ fn compile_stage(
             }
         },
     };
+    let on_failure = match spec.on_failure.as_deref() {
+        None => OnFailure::default(),
+        Some(text) => OnFailure::parse(text).unwrap_or_else(|| {
+            errors.push((
+                Field::OnFailure,
+                format!("`on_failure: {text}` must be `fail` or `continue`"),
+            ));
+            OnFailure::default()
+        }),
+    };
     match (errors.is_empty(), options) {
         (true, Some(options)) => Ok(CompiledStage {
             name: name.to_string(),
@@ -435,6 +475,7 @@ fn compile_stage(
             when,
             retry,
             timeout,
+            on_failure,
             options,
         }),
         _ => Err(errors),

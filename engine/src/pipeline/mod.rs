@@ -7,7 +7,9 @@ mod locate;
 mod render;
 mod spec;
 
-pub use compile::{CompiledPipeline, CompiledStage, PipelineSource, RetryPolicy, WhenFlag};
+pub use compile::{
+    CompiledPipeline, CompiledStage, OnFailure, PipelineSource, RetryPolicy, WhenFlag,
+};
 pub use duration::{format_duration, parse_duration};
 pub use render::GraphFormat;
 

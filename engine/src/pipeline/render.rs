@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::compile::CompiledPipeline;
+use super::compile::{CompiledPipeline, OnFailure};
 use super::duration::format_duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +58,9 @@ impl CompiledPipeline {
             }
             if let Some(t) = stage.timeout {
                 let _ = write!(out, " timeout {}", format_duration(t));
+            }
+            if stage.on_failure != OnFailure::Fail {
+                let _ = write!(out, " on_failure {}", stage.on_failure.as_str());
             }
             out.push('\n');
         }

@@ -24,6 +24,8 @@ pub(crate) struct StageSpec {
     pub when: Option<String>,
     pub retry: Option<RetrySpec>,
     pub timeout: Option<String>,
+    /// `fail` or `continue`; checked in `compile` so a bad value is reported with the others.
+    pub on_failure: Option<String>,
     #[serde(rename = "with")]
     pub options: Option<yaml_serde::Value>,
 }

@@ -503,18 +503,122 @@ impl shelf_engine::RunHooks for Recorder {
     fn run_finished(&self, _run_id: &str, status: RunStatus) {
         self.push(format!("finished {}", status.as_str()));
     }
+
+    fn stage_failure_continued(
+        &self,
+        _run: &shelf_engine::RunRecord,
+        stage: &str,
+        kind: &str,
+        code: &str,
+    ) {
+        self.push(format!("continued past {stage} ({kind}) {code}"));
+    }
+
+    fn run_succeeded_with_warnings(&self, _run_id: &str, warnings: usize) {
+        self.push(format!("warnings {warnings}"));
+    }
+}
+
+/// An engine whose hooks record what it reports.
+fn recorded_engine(
+    db: &sea_orm::DatabaseConnection,
+    probe: &Arc<Probe>,
+) -> (shelf_engine::Engine, Arc<Recorder>) {
+    let recorder = Arc::new(Recorder::default());
+    let e = shelf_engine::Engine::new(
+        shelf_engine::RunStore::new(db.clone(), fast_config().lease),
+        crate::common::registry(probe),
+        recorder.clone(),
+        fast_config(),
+    );
+    (e, recorder)
+}
+
+/// `on_failure: continue`: a stage whose retries run out ends `failed`, its sibling is not
+/// stopped, its dependent runs and sees through it, and the run succeeds with its warning.
+async fn a_stage_continued_past_leaves_a_succeeded_run_with_a_warning(backend: Backend) {
+    let (_dir, db) = database(backend).await;
+    let probe = Arc::new(Probe::default());
+    let (e, recorder) = recorded_engine(&db, &probe);
+    let p = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step, with: { set: { value: 7 } } }\n  b: { uses: step, needs: [a], on_failure: continue, retry: { attempts: 2, backoff: 10ms }, with: { fail_times: 5 } }\n  c: { uses: step, needs: [a] }\n  d: { uses: step, needs: [b, c] }\n",
+    );
+    let run = e.submit("s", &p, json!({})).await.unwrap();
+    let done = run_to_end(&e, &run.id).await;
+    assert_eq!(done.status, RunStatus::Succeeded);
+    assert_eq!(done.error, None);
+    assert_eq!(probe.starts_of(&run.id, "b"), 2, "retried first");
+    let stages = e.store().stages(&run.id).await.unwrap();
+    let by = |n: &str| stages.iter().find(|s| s.name == n).unwrap().clone();
+    assert_eq!(by("b").status, StageStatus::Failed);
+    assert_eq!(
+        by("b").error.as_deref(),
+        Some("flaky: transient test failure")
+    );
+    assert_eq!(by("c").status, StageStatus::Succeeded);
+    assert_eq!(
+        by("d").output.unwrap()["seen"],
+        json!(7),
+        "d's lookup passes through b to a"
+    );
+    let warning = shelf_engine::RunWarning {
+        stage: "b".into(),
+        code: "flaky".into(),
+        message: "transient test failure".into(),
+    };
+    assert_eq!(
+        shelf_engine::RunWarning::of_stages(done.status, &stages),
+        std::slice::from_ref(&warning)
+    );
+    let found = e
+        .store()
+        .warnings(std::slice::from_ref(&done))
+        .await
+        .unwrap();
+    assert_eq!(found.get(&run.id), Some(&vec![warning]));
+    let events = e.store().events(&run.id, 0, 100).await.unwrap();
+    assert!(
+        events.iter().any(|ev| ev.stage == "b"
+            && ev.message
+                == "attempt 2 of 2 failed (flaky): transient test failure; continuing (on_failure: continue)"),
+        "{events:?}"
+    );
+    assert_eq!(
+        events.last().map(|ev| ev.message.as_str()),
+        Some("run succeeded with 1 warning: failed and continued past: b")
+    );
+    let seen = recorder.seen();
+    assert!(
+        seen.contains(&"continued past b (step) flaky".to_string()),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.iter().rev().take(2).collect::<Vec<_>>(),
+        ["warnings 1", "finished succeeded"]
+    );
+    // A failed run has no warnings, even with a failed stage.
+    let strict = compile(
+        &e,
+        "version: 1\nstages:\n  a: { uses: step, with: { fail_times: 1, fatal: true } }\n",
+    );
+    let failed = e.submit("t", &strict, json!({})).await.unwrap();
+    let failed = run_to_end(&e, &failed.id).await;
+    assert_eq!(failed.status, RunStatus::Failed);
+    assert!(
+        e.store()
+            .warnings(&[failed, done])
+            .await
+            .unwrap()
+            .keys()
+            .eq([&run.id])
+    );
 }
 
 async fn hooks_observe_claims_with_their_queue_wait_and_terminal_runs(backend: Backend) {
     let (_dir, db) = database(backend).await;
     let probe = Arc::new(Probe::default());
-    let recorder = Arc::new(Recorder::default());
-    let e = shelf_engine::Engine::new(
-        shelf_engine::RunStore::new(db.clone(), fast_config().lease),
-        crate::common::registry(&probe),
-        recorder.clone(),
-        fast_config(),
-    );
+    let (e, recorder) = recorded_engine(&db, &probe);
     let p = compile(&e, "version: 1\nstages:\n  a: { uses: step }\n");
     let run = e.submit("s", &p, json!({})).await.unwrap();
     // The run has been due at least this long when it is claimed.
@@ -639,4 +743,5 @@ on_both_backends!(
     canceling_kills_a_stage_subprocess,
     hooks_observe_claims_with_their_queue_wait_and_terminal_runs,
     a_run_carries_the_trace_context_of_its_creator_to_its_claims,
+    a_stage_continued_past_leaves_a_succeeded_run_with_a_warning,
 );

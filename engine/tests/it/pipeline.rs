@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use shelf_engine::pipeline::GraphFormat;
+use shelf_engine::pipeline::{GraphFormat, OnFailure};
 use shelf_engine::{PipelineError, PipelineSource};
 
 use crate::common::{Probe, registry};
@@ -127,6 +127,29 @@ fn bad_retry_and_timeout_are_refused() {
     assert!(e.contains("retry.backoff: `soon` is not a duration"), "{e}");
     let e = error("version: 1\nstages:\n  a: { uses: step, timeout: 10 }\n");
     assert!(e.contains("3:29: timeout: `10` is not a duration"), "{e}");
+}
+
+#[test]
+fn on_failure_takes_fail_or_continue_and_defaults_to_fail() {
+    let e = error("version: 1\nstages:\n  a: { uses: step, on_failure: skip }\n");
+    assert_eq!(
+        e,
+        "pipelines/broken.yaml:3:32: `on_failure: skip` must be `fail` or `continue`"
+    );
+    let p = check(
+        "version: 1\nstages:\n  a: { uses: step }\n  b: { uses: step, needs: [a], on_failure: continue }\n  c: { uses: step, on_failure: fail }\n",
+    )
+    .expect("compiles");
+    let policy = |name: &str| p.stage(name).map(|s| s.on_failure);
+    assert_eq!(policy("a"), Some(OnFailure::Fail));
+    assert_eq!(policy("b"), Some(OnFailure::Continue));
+    assert_eq!(policy("c"), Some(OnFailure::Fail));
+    assert!(
+        p.render(GraphFormat::Text)
+            .contains("b (uses step) needs [a] on_failure continue\n"),
+        "{}",
+        p.render(GraphFormat::Text)
+    );
 }
 
 #[test]

@@ -314,6 +314,7 @@ mod tests {
             when: None,
             retry: RetryPolicy::default(),
             timeout: None,
+            on_failure: Default::default(),
             options: Arc::new(()),
         }
     }
