@@ -67,7 +67,9 @@ pub fn openai_config(settings: &Settings) -> OpenAiConfig {
             .map(|key| ApiKey::new(key.expose())),
         api_key_env: settings.llm.api_key_env.clone(),
         model: settings.llm.model.clone(),
+        correction_model: Some(settings.ocr.llm_model.clone()).filter(|m| !m.trim().is_empty()),
         timeout: Duration::from_secs(settings.llm.timeout_seconds.max(1)),
+        idle_timeout: Duration::from_secs(settings.llm.idle_timeout_seconds.max(1)),
         max_prompt_chars: settings.llm.max_prompt_chars,
         max_response_chars: settings.llm.max_response_chars,
         push_back_budget: Duration::from_secs(settings.llm.push_back_seconds),
@@ -141,6 +143,8 @@ mod tests {
             ("MY_KEY", "sk-from-env"),
             ("SHELF_LLM_MODEL", "llama"),
             ("SHELF_LLM_TIMEOUT_SECONDS", "7"),
+            ("SHELF_LLM_IDLE_TIMEOUT_SECONDS", "9"),
+            ("SHELF_OCR_LLM_MODEL", "ocr-model"),
             ("SHELF_LLM_MAX_PROMPT_CHARS", "1000"),
             ("SHELF_LLM_MAX_RESPONSE_CHARS", "2000"),
         ]);
@@ -150,6 +154,13 @@ mod tests {
         assert_eq!(c.api_key_env, "MY_KEY");
         assert_eq!(c.model, "llama");
         assert_eq!(c.timeout, Duration::from_secs(7));
+        assert_eq!(c.idle_timeout, Duration::from_secs(9));
+        assert_eq!(c.correction_model.as_deref(), Some("ocr-model"));
+        assert_eq!(
+            openai_config(&settings(&[])).idle_timeout,
+            Duration::from_secs(60)
+        );
+        assert_eq!(openai_config(&settings(&[])).correction_model, None);
         assert_eq!((c.max_prompt_chars, c.max_response_chars), (1000, 2000));
         assert!(!format!("{c:?}").contains("sk-from-env"));
     }

@@ -1,7 +1,8 @@
 //! `clean`: copy-edits the text with the language model, chunk by chunk. Chunks are cleaned
 //! concurrently and each of a text of several is checkpointed, so a resumed run pays for no
-//! chunk twice. A chunk the model summarized instead of copy-editing is retried once, then
-//! replaced by its normalized source with a warning event.
+//! chunk twice. A chunk the model summarized instead of copy-editing, or whose answer was cut
+//! at its length bound (`answer_truncated`), is retried once, then replaced by its normalized
+//! source with a warning event.
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
@@ -144,7 +145,15 @@ impl Clean {
         let mut problem = String::new();
         let mut result = None;
         for _ in 0..2 {
-            let cleaned = self.provider.clean(request).await.map_err(from_provider)?;
+            let cleaned = match self.provider.clean(request).await {
+                Ok(cleaned) => cleaned,
+                // A part of the chunk is no more a cleaned chunk than a summary is.
+                Err(e) if e.is_truncated() => {
+                    problem = "the answer was cut off at its length bound".into();
+                    continue;
+                }
+                Err(e) => return Err(from_provider(e)),
+            };
             match fidelity_problem(&chunk.text, &cleaned) {
                 None => {
                     result = Some(CleanedChunk {

@@ -1,7 +1,8 @@
 //! `correct`: language-model correction of OCR text, page by page. Which pages are sent is
 //! `SHELF_OCR_LLM_CORRECTION` (`always`, `low-confidence`, `never`); the model is
 //! `SHELF_OCR_LLM_MODEL` (empty: the provider's main model). A correction that rewrites the
-//! page instead of fixing it is refused and the page keeps its OCR text, with a warning event.
+//! page instead of fixing it is refused and the page keeps its OCR text, with a warning event;
+//! so is one whose answer was twice cut at its length bound (`answer_truncated`).
 //! Each page is checkpointed, so a resumed run pays for no page twice. A page's record is
 //! updated through a fenced `write_now` once its checkpoint is saved, and every corrected
 //! record again with the stage's success.
@@ -236,39 +237,49 @@ impl Correct {
         if let Some(done) = ctx.part::<CorrectedPage>(&key).await? {
             return Ok((number, done, true));
         }
-        let proposed = self
-            .provider
-            .correct(CorrectRequest {
-                text,
-                model: &self.settings.model,
-            })
-            .await
-            .map_err(from_provider)?;
-        let done = if proposed == text {
-            CorrectedPage {
+        let request = CorrectRequest {
+            text,
+            model: &self.settings.model,
+        };
+        // An answer cut at its bound is asked once more, like an unfaithful cleaning answer;
+        // twice cut, the page keeps its OCR text.
+        let mut proposed = None;
+        for _ in 0..2 {
+            match self.provider.correct(request).await {
+                Ok(answer) => {
+                    proposed = Some(answer);
+                    break;
+                }
+                Err(e) if e.is_truncated() => {}
+                Err(e) => return Err(from_provider(e)),
+            }
+        }
+        let done = match proposed {
+            None => {
+                refuse(
+                    ctx,
+                    number,
+                    text,
+                    "the answer was cut off at its length bound".into(),
+                )
+                .await?
+            }
+            Some(proposed) if proposed == text => CorrectedPage {
                 text: text.to_string(),
                 verdict: Verdict::Unchanged,
                 problem: None,
-            }
-        } else if let Some(problem) = correction_problem(text, &proposed) {
-            metrics::ocr().correction_rejected();
-            ctx.event(
-                "stage_warning",
-                format!("page {number} kept its OCR text: the correction was refused ({problem})"),
-            )
-            .await?;
-            CorrectedPage {
-                text: text.to_string(),
-                verdict: Verdict::Rejected,
-                problem: Some(problem),
-            }
-        } else {
-            metrics::ocr().page_corrected();
-            CorrectedPage {
-                text: proposed,
-                verdict: Verdict::Corrected,
-                problem: None,
-            }
+            },
+            Some(proposed) => match correction_problem(text, &proposed) {
+                Some(problem) => refuse(ctx, number, text, problem).await?,
+                None => {
+                    metrics::ocr().page_corrected();
+                    CorrectedPage {
+                        text: proposed,
+                        verdict: Verdict::Corrected,
+                        problem: None,
+                    }
+                }
+            },
         };
         ctx.save_part(&key, &done).await?;
         let mut record = page.clone();
@@ -280,6 +291,27 @@ impl Correct {
         .await?;
         Ok((number, done, false))
     }
+}
+
+/// A page that keeps its OCR text because its correction was refused for `problem`, with a
+/// warning event saying so.
+async fn refuse(
+    ctx: &StageContext,
+    number: u32,
+    text: &str,
+    problem: String,
+) -> Result<CorrectedPage, StageError> {
+    metrics::ocr().correction_rejected();
+    ctx.event(
+        "stage_warning",
+        format!("page {number} kept its OCR text: the correction was refused ({problem})"),
+    )
+    .await?;
+    Ok(CorrectedPage {
+        text: text.to_string(),
+        verdict: Verdict::Rejected,
+        problem: Some(problem),
+    })
 }
 
 fn apply(page: &mut PageRecord, done: &CorrectedPage) {

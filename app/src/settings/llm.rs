@@ -103,7 +103,11 @@ pub struct LlmSettings {
     pub base_url: Option<String>,
     pub api_key_env: String,
     pub api_key: Option<Secret>,
+    /// `SHELF_LLM_TIMEOUT_SECONDS`: the wait for an answer to begin (its first token).
     pub timeout_seconds: u64,
+    /// `SHELF_LLM_IDLE_TIMEOUT_SECONDS`: once a streamed answer has begun, the longest gap
+    /// between its events.
+    pub idle_timeout_seconds: u64,
     /// `SHELF_LLM_MAX_CONCURRENCY`: the ceiling of the adaptive limit of requests in flight;
     /// `None` is `auto`.
     pub max_concurrency: Option<usize>,
@@ -155,6 +159,7 @@ pub(super) fn parse(r: &mut Reader, provider: LlmProvider) -> LlmSettings {
         api_key_env,
         api_key,
         timeout_seconds: r.parse("SHELF_LLM_TIMEOUT_SECONDS", 120, COUNT),
+        idle_timeout_seconds: r.parse("SHELF_LLM_IDLE_TIMEOUT_SECONDS", 60, COUNT),
         max_concurrency: parse_ceiling(r),
         min_concurrency: r.parse("SHELF_LLM_MIN_CONCURRENCY", 1, COUNT),
         push_back_seconds: r.parse("SHELF_LLM_PUSH_BACK_SECONDS", 600, COUNT),

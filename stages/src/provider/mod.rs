@@ -24,6 +24,34 @@ pub struct ProviderError {
     pub retryable: bool,
 }
 
+/// The code of an answer the model stopped because it reached the call's `max_tokens` bound
+/// (`finish_reason: "length"`): never a success, and no HTTP-level retry fixes it. `clean` and
+/// `correct` treat it like an unfaithful answer (asked once more, then the source is kept).
+pub const ANSWER_TRUNCATED: &str = "answer_truncated";
+
+/// The code of a configured model the server does not list (`Provider::check`).
+pub const MODEL_NOT_FOUND: &str = "model_not_found";
+
+impl ProviderError {
+    /// Whether the answer was cut at the call's bound ([`ANSWER_TRUNCATED`]).
+    pub fn is_truncated(&self) -> bool {
+        self.code == ANSWER_TRUNCATED
+    }
+}
+
+/// What [`Provider::check`] found out about the configured model(s) before any work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ModelCheck {
+    /// The provider calls no model server (`mock`, `local`).
+    NotNeeded,
+    /// The server listed every configured model.
+    Verified { models: Vec<String> },
+    /// The server could not say (no model list, an unreadable one, a busy server): the
+    /// first call will tell. `note` says why, for logs and `/ready`.
+    Unverified { note: String },
+}
+
 /// One chunk to copy-edit.
 #[derive(Debug, Clone, Copy)]
 pub struct CleanRequest<'a> {
@@ -76,6 +104,12 @@ pub trait Provider: Send + Sync {
     ) -> Result<Classification, ProviderError>;
 
     async fn summarize(&self, text: &str) -> Result<Synopsis, ProviderError>;
+
+    /// Checks, once before work starts, that the configured model(s) exist where the calls
+    /// will go. Providers without a model server have nothing to check.
+    async fn check(&self) -> Result<ModelCheck, ProviderError> {
+        Ok(ModelCheck::NotNeeded)
+    }
 }
 
 /// A file-name stem from a title: lowercase ASCII words joined by `-`, at most 80 characters.

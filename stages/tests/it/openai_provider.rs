@@ -1,5 +1,11 @@
 //! The `generic-compatible` provider against a fake OpenAI-compatible server on 127.0.0.1,
-//! started inside each test (see `support`).
+//! started inside each test (see `support`). These servers answer one JSON body, as a server
+//! that ignores `stream` does; `stream` holds the streamed answers, and `check` the model check.
+
+#[path = "openai_check.rs"]
+mod check;
+#[path = "openai_stream.rs"]
+mod stream;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -274,10 +280,10 @@ async fn garbage_answers_are_retryable_invalid_responses() {
             headers: Vec::new(),
             body: b"<html>oops</html>".to_vec(),
         },
-        1 => completion("I think this one is about horses."),
-        2 => completion("{\"code\": \"horses\", \"confidence\": 0.9}"),
-        3 => completion("{\"title\": 7}"),
-        4 => completion("   "),
+        1 | 2 => completion("I think this one is about horses."),
+        3 | 4 => completion("{\"code\": \"horses\", \"confidence\": 0.9}"),
+        5 | 6 => completion("{\"title\": 7}"),
+        7 => completion("   "),
         _ => Reply::Respond {
             status: 200,
             headers: Vec::new(),
@@ -299,8 +305,39 @@ async fn garbage_answers_are_retryable_invalid_responses() {
         assert!(e.retryable);
         assert!(!e.message.contains("horses") && !e.message.contains("oops"));
     }
-    // An invalid answer is not re-asked inside the call: the stage decides.
-    assert_eq!(server.requests().len(), 6);
+    // An answer that is not a chat completion is not re-asked inside the call; a completion
+    // whose JSON is not valid is, once, with the reason.
+    assert_eq!(server.requests().len(), 9);
+    let again = server.requests()[2].json();
+    assert_eq!(again["messages"][2]["role"], "assistant");
+    assert!(
+        again["messages"][3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("no JSON object")
+    );
+}
+
+#[tokio::test]
+async fn a_json_answer_cut_at_the_bound_is_truncated() {
+    // A server that does not stream says so in the completion's finish reason.
+    let server = FakeServer::start(|_, _| Reply::Respond {
+        status: 200,
+        headers: vec![("Content-Type", "application/json".into())],
+        body:
+            br#"{"choices": [{"message": {"content": "The 1998 sur"}, "finish_reason": "length"}]}"#
+                .to_vec(),
+    })
+    .await;
+    let provider = OpenAiCompatibleProvider::new(config(&server.base_url));
+    let e = provider
+        .clean(clean_request("The 1998 survey.", ""))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "answer_truncated");
+    assert!(!e.retryable);
+    assert_eq!(server.requests().len(), 1);
+    assert_eq!(server.requests()[0].json()["max_tokens"], 264);
 }
 
 #[tokio::test]
@@ -353,6 +390,7 @@ async fn a_server_that_never_answers_times_out() {
         e.message
     );
     assert_eq!(server.requests().len(), 2);
+    assert_eq!(provider.limiter().in_flight(), 0);
 }
 
 #[tokio::test]

@@ -1,22 +1,60 @@
 //! The HTTP side of the `generic-compatible` provider: one chat completion per call, with the
-//! prompt-size check, a place under the process's limiter for each request, the time limit,
+//! prompt-size check, a place under the process's limiter for each request, the time limits,
 //! bounded retries with backoff, waits through the server's push-back (429, or 503 with
-//! `Retry-After`) that burn no attempt, the capped answer read, and the `ProviderError`s that
-//! name the setting to change.
+//! `Retry-After`) that burn no attempt, optional fields dropped when the server refuses them,
+//! the answer read as a stream (`stream`) or, from a server that does not stream, as one
+//! capped JSON body, and the `ProviderError`s that name the setting to change.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::stream::{self, EventError, StreamError, StreamLimits};
+use super::structured::{Refused, Schema, Sent, form_name, refused_field, response_format};
 use super::{NAME, OpenAiCompatibleProvider};
 use crate::provider::limiter::{CallClass, CallPermit, Outcome};
-use crate::provider::{Provider, ProviderError};
+use crate::provider::{ANSWER_TRUNCATED, Provider, ProviderError};
 
 /// How much of an error answer (status 4xx/5xx) is read to find the error's type.
 const ERROR_BODY_CAP: usize = 16 * 1024;
+
+/// The longest wait for an error answer's body once its status has come.
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(10);
+
+/// One chat completion to ask for.
+pub(super) struct Call<'a> {
+    /// Names the call for the limiter (calls of one kind and size take about as long).
+    pub kind: &'static str,
+    pub model: &'a str,
+    /// `(role, content)` in order: the system prompt, the user's, and for a second try the
+    /// first answer and the reason it was refused.
+    pub messages: &'a [(&'static str, &'a str)],
+    /// The answer's bound (`super::bounds`).
+    pub max_tokens: u32,
+    /// The JSON the answer must be, asked through `response_format` when the server takes it.
+    pub schema: Option<Schema>,
+}
+
+/// A chat completion's answer.
+#[derive(Debug)]
+pub(super) struct Completion {
+    pub content: String,
+    /// The model stopped at `max_tokens` (`finish_reason: "length"`): the content is a part.
+    pub truncated: bool,
+}
+
+/// The `answer_truncated` error of a call bounded at `max_tokens`.
+pub(super) fn truncated(max_tokens: u32) -> ProviderError {
+    fatal(
+        ANSWER_TRUNCATED,
+        format!(
+            "the model's answer reached the call's bound of {max_tokens} tokens (max_tokens) and was cut off"
+        ),
+    )
+}
 
 /// One failed HTTP attempt.
 struct Failure {
@@ -26,6 +64,8 @@ struct Failure {
     retry_after: Option<Duration>,
     /// What the failure says about the server's load, for the limiter.
     signal: Outcome,
+    /// An optional field the server refused: the request is sent again without it.
+    refused: Option<Refused>,
 }
 
 impl Failure {
@@ -35,6 +75,7 @@ impl Failure {
             transient: false,
             retry_after: None,
             signal,
+            refused: None,
         }
     }
 
@@ -44,6 +85,7 @@ impl Failure {
             transient: true,
             retry_after,
             signal,
+            refused: None,
         }
     }
 
@@ -77,26 +119,8 @@ pub(super) fn invalid(message: impl Into<String>) -> ProviderError {
 }
 
 impl OpenAiCompatibleProvider {
-    /// One chat completion with the main model (`SHELF_LLM_MODEL`); `kind` names the call
-    /// for the limiter (calls of one kind and size take about as long).
-    pub(super) async fn complete(
-        &self,
-        kind: &'static str,
-        system: &str,
-        user: &str,
-    ) -> Result<String, ProviderError> {
-        self.complete_with(kind, &self.config.model, system, user)
-            .await
-    }
-
-    /// One chat completion with `model`: the assistant message's text.
-    pub(super) async fn complete_with(
-        &self,
-        kind: &'static str,
-        model: &str,
-        system: &str,
-        user: &str,
-    ) -> Result<String, ProviderError> {
+    /// One chat completion: the assistant message's text, and whether it was cut at the bound.
+    pub(super) async fn complete(&self, call: Call<'_>) -> Result<Completion, ProviderError> {
         let endpoint = self
             .endpoint
             .as_ref()
@@ -105,7 +129,7 @@ impl OpenAiCompatibleProvider {
             .client
             .as_ref()
             .map_err(|m| fatal("provider_not_configured", m.clone()))?;
-        let prompt_chars = system.chars().count() + user.chars().count();
+        let prompt_chars: usize = call.messages.iter().map(|(_, c)| c.chars().count()).sum();
         if prompt_chars > self.config.max_prompt_chars {
             return Err(fatal(
                 "prompt_too_large",
@@ -116,30 +140,47 @@ impl OpenAiCompatibleProvider {
                 ),
             ));
         }
-        let body = json!({
-            "model": model,
-            "temperature": 0,
-            "messages": [
-                {"role": "system", "content": system},
-                {"role": "user", "content": user},
-            ],
-        });
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| fatal("internal", format!("could not encode the request: {e}")))?;
-        // The class by the user prompt's size alone: the system prompt is the same for every
-        // call of a kind, and the user text is what the answer's length follows.
-        let class = CallClass::new(kind, user.len());
+        // The class by the (first) user message's size alone: the system prompt is the same
+        // for every call of a kind, and the user text is what the answer's length follows.
+        let user_len = call
+            .messages
+            .iter()
+            .find(|(role, _)| *role == "user")
+            .map_or(0, |(_, c)| c.len());
+        let class = CallClass::new(call.kind, user_len);
         let attempts = self.config.max_retries.saturating_add(1);
         let mut attempt = 0u32;
         let mut refusals = 0u32;
         let mut pushed_back = Duration::ZERO;
         loop {
+            // Built for each request: a field the server refused is left out of the next.
+            let (body, sent) = self.request_body(&call)?;
             // One place under the process's limit per request; none is held while waiting.
             let permit = self.limiter.acquire(class).await;
-            let failure = match self.attempt(client, endpoint, &body, permit).await {
-                Ok(content) => return Ok(content),
+            let failure = match self
+                .attempt(client, endpoint, &body, sent, call.max_tokens, permit)
+                .await
+            {
+                Ok(completion) => return Ok(completion),
                 Err(failure) => failure,
             };
+            if let Some(refused) = failure.refused {
+                // Not a failed attempt: the same request without the field the server does
+                // not take. Remembered for every later call, so each field costs one refusal
+                // a process, and each refusal removes a field: this ends.
+                if self.learned.refused(refused) {
+                    tracing::info!(
+                        provider = NAME,
+                        refused = match refused {
+                            Refused::StreamOptions => "stream_options",
+                            Refused::ResponseFormat(form) => form_name(form),
+                        },
+                        now = self.learned.form().map_or("none", form_name),
+                        "the language-model server refused an optional request field; asking without it from now on"
+                    );
+                }
+                continue;
+            }
             if failure.is_push_back() {
                 // The server will take the call later: wait as long as it asks (asking again
                 // sooner only earns another refusal), or back off when it does not say, and
@@ -192,63 +233,141 @@ impl OpenAiCompatibleProvider {
         }
     }
 
-    /// One request, holding `permit` until the server has answered: its place is freed when
-    /// the status and headers arrive (a non-streaming completion's headers come when the
-    /// answer is ready, so the server's slot is free by then; reading the body is transfer,
-    /// which some servers stall on a reused connection for a delayed acknowledgement), and
-    /// the latency the limiter learns from ends there too.
+    /// The request's JSON, with the optional fields this server has not refused, and which
+    /// of them it carries.
+    fn request_body(&self, call: &Call<'_>) -> Result<(Vec<u8>, Sent), ProviderError> {
+        let messages: Vec<Value> = call
+            .messages
+            .iter()
+            .map(|(role, content)| json!({"role": role, "content": content}))
+            .collect();
+        let mut body = json!({
+            "model": call.model,
+            "temperature": 0,
+            "messages": messages,
+            "max_tokens": call.max_tokens,
+            "stream": true,
+        });
+        let mut sent = Sent::default();
+        if self.learned.stream_options() {
+            // The usage of a streamed answer comes only when asked for (OpenAI, vLLM).
+            body["stream_options"] = json!({"include_usage": true});
+            sent.stream_options = true;
+        }
+        if let Some(schema) = call.schema
+            && let Some(form) = self.learned.form()
+            && let Some(format) = response_format(form, schema)
+        {
+            body["response_format"] = format;
+            sent.form = Some(form);
+        }
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| fatal("internal", format!("could not encode the request: {e}")))?;
+        Ok((body, sent))
+    }
+
+    /// One request, holding `permit` while the server works on it. A streamed answer holds
+    /// it to the stream's end (the server's slot is busy until its last token) and the
+    /// limiter learns the latency to there; a server that does not stream frees it when the
+    /// status and headers arrive (its headers come when the answer is ready, so its slot is
+    /// free by then; reading the body is transfer, which some servers stall on a reused
+    /// connection for a delayed acknowledgement). Every return drops the response, which
+    /// closes a stream still open: that cancels the generation on the server.
     async fn attempt(
         &self,
         client: &reqwest::Client,
         endpoint: &reqwest::Url,
         body: &[u8],
+        sent: Sent,
+        max_tokens: u32,
         permit: CallPermit,
-    ) -> Result<String, Failure> {
+    ) -> Result<Completion, Failure> {
+        let first_token_by = Instant::now() + self.config.timeout;
         let mut request = client
             .post(endpoint.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::ACCEPT, "application/json")
+            .header(
+                reqwest::header::ACCEPT,
+                "text/event-stream, application/json",
+            )
             .body(body.to_vec());
         if let Some(key) = &self.config.api_key {
             request = request.bearer_auth(key.expose());
         }
-        let mut response = match request.send().await {
-            Ok(response) => response,
-            Err(e) => {
-                let failure = self.transport_failure(&e);
-                permit.finish(failure.signal);
-                return Err(failure);
-            }
-        };
+        let mut response =
+            match tokio::time::timeout_at(first_token_by.into(), request.send()).await {
+                Ok(Ok(response)) => response,
+                Ok(Err(e)) => {
+                    let failure = self.transport_failure(&e);
+                    permit.finish(failure.signal);
+                    return Err(failure);
+                }
+                Err(_) => {
+                    let failure = self.first_token_timeout();
+                    permit.finish(failure.signal);
+                    return Err(failure);
+                }
+            };
         let status = response.status();
         if !status.is_success() {
             let retry_after = retry_after(response.headers());
-            permit.finish(status_signal(status, retry_after));
-            let detail = read_capped(&mut response, ERROR_BODY_CAP)
-                .await
-                .ok()
-                .and_then(|b| error_detail(&b))
+            let error_body =
+                tokio::time::timeout(ERROR_BODY_WAIT, read_capped(&mut response, ERROR_BODY_CAP))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default();
+            let detail = error_detail(&error_body)
                 .map(|d| format!(" ({d})"))
                 .unwrap_or_default();
-            return Err(self.status_failure(status, &detail, retry_after));
+            let mut failure = self.status_failure(status, &detail, retry_after);
+            failure.refused = refused_field(status.as_u16(), &error_body, sent);
+            // A refused field says nothing of the server's load (llama-cpp-python refuses
+            // one with a 500).
+            permit.finish(if failure.refused.is_some() {
+                Outcome::Neutral
+            } else {
+                failure.signal
+            });
+            return Err(failure);
+        }
+        if is_event_stream(response.headers()) {
+            let limits = StreamLimits {
+                first_token_by,
+                idle: self.config.idle_timeout,
+                max_tokens,
+                max_chars: self.config.max_response_chars,
+            };
+            return match stream::read(&mut response, limits).await {
+                Ok(streamed) => {
+                    permit.finish(Outcome::Answered);
+                    // Without the server's usage (it ignored `stream_options`), each event of
+                    // generated text counts as one completion token: llama.cpp sends one a token.
+                    let (prompt_tokens, completion_tokens) =
+                        streamed.usage.unwrap_or((0, streamed.tokens));
+                    self.record_usage(prompt_tokens, completion_tokens);
+                    answer(streamed.content, streamed.truncated)
+                }
+                Err(e) => {
+                    let failure = self.stream_failure(e);
+                    permit.finish(failure.signal);
+                    Err(failure)
+                }
+            };
         }
         permit.finish(Outcome::Answered);
-        let raw = match read_capped(&mut response, self.config.max_response_chars).await {
-            Ok(raw) => raw,
-            Err(ReadError::TooLarge) => {
-                return Err(Failure::fatal(
-                    fatal(
-                        "response_too_large",
-                        format!(
-                            "the language-model response exceeded SHELF_LLM_MAX_RESPONSE_CHARS={} characters and was cut off; \
-                         raise it, or lower SHELF_CHUNK_TARGET_CHARS",
-                            self.config.max_response_chars
-                        ),
-                    ),
-                    Outcome::Answered,
-                ));
+        let raw = match tokio::time::timeout_at(
+            first_token_by.into(),
+            read_capped(&mut response, self.config.max_response_chars),
+        )
+        .await
+        {
+            Ok(Ok(raw)) => raw,
+            Ok(Err(ReadError::TooLarge)) => {
+                return Err(Failure::fatal(self.too_large(), Outcome::Answered));
             }
-            Err(ReadError::Transport(e)) => return Err(self.transport_failure(&e)),
+            Ok(Err(ReadError::Transport(e))) => return Err(self.transport_failure(&e)),
+            Err(_) => return Err(self.first_token_timeout()),
         };
         let envelope: ChatResponse = serde_json::from_slice(&raw).map_err(|_| {
             Failure::fatal(
@@ -267,22 +386,108 @@ impl OpenAiCompatibleProvider {
                 )
             })
             .unwrap_or((0, 0));
-        self.usage.record(prompt_tokens, completion_tokens);
-        crate::metrics::llm_usage(self.name(), prompt_tokens, completion_tokens);
-        let content = envelope
-            .choices
-            .into_iter()
-            .next()
+        self.record_usage(prompt_tokens, completion_tokens);
+        let choice = envelope.choices.into_iter().next();
+        let truncated = choice
+            .as_ref()
+            .and_then(|c| c.finish_reason.as_deref())
+            .is_some_and(|r| r == "length");
+        let content = choice
             .and_then(|c| c.message)
             .and_then(|m| m.content)
             .unwrap_or_default();
-        if content.trim().is_empty() {
-            return Err(Failure::fatal(
-                invalid("the endpoint's chat completion has no message text"),
+        answer(content, truncated)
+    }
+
+    fn record_usage(&self, prompt_tokens: u64, completion_tokens: u64) {
+        self.usage.record(prompt_tokens, completion_tokens);
+        crate::metrics::llm_usage(self.name(), prompt_tokens, completion_tokens);
+    }
+
+    fn too_large(&self) -> ProviderError {
+        fatal(
+            "response_too_large",
+            format!(
+                "the language-model response exceeded SHELF_LLM_MAX_RESPONSE_CHARS={} characters and was cut off; \
+                 raise it, or lower SHELF_CHUNK_TARGET_CHARS",
+                self.config.max_response_chars
+            ),
+        )
+    }
+
+    /// No answer (or, from a server that does not stream, not the whole answer) within
+    /// `SHELF_LLM_TIMEOUT_SECONDS`.
+    fn first_token_timeout(&self) -> Failure {
+        Failure::transient(
+            retryable(
+                "provider_timeout",
+                format!(
+                    "the language-model endpoint {} did not begin answering within {} s; \
+                     raise SHELF_LLM_TIMEOUT_SECONDS (the wait for the first token) or check the server",
+                    self.shown_endpoint,
+                    self.config.timeout.as_secs_f64()
+                ),
+            ),
+            None,
+            Outcome::Overloaded,
+        )
+    }
+
+    /// A streamed answer given up: a stall or a budget spent is a timeout (the server is too
+    /// slow under its load, or stuck), a stream cut or an error event a failing server.
+    fn stream_failure(&self, error: StreamError) -> Failure {
+        let endpoint = &self.shown_endpoint;
+        let timeout = |message: String| {
+            Failure::transient(
+                retryable("provider_timeout", message),
+                None,
+                Outcome::Overloaded,
+            )
+        };
+        match error {
+            StreamError::FirstToken => self.first_token_timeout(),
+            StreamError::Idle => timeout(format!(
+                "the language-model endpoint {endpoint} stopped sending its answer for {} s; \
+                 raise SHELF_LLM_IDLE_TIMEOUT_SECONDS or check the server",
+                self.config.idle_timeout.as_secs_f64()
+            )),
+            StreamError::Budget(allowed) => timeout(format!(
+                "the language-model endpoint {endpoint} was still answering after {} s, twice what the \
+                 answer's bound takes at the rate it showed, plus 30 s; the server may be looping",
+                allowed.as_secs()
+            )),
+            StreamError::Event(EventError::TooLarge) | StreamError::LineTooLong => {
+                Failure::fatal(self.too_large(), Outcome::Answered)
+            }
+            StreamError::Event(EventError::Unreadable) => Failure::fatal(
+                invalid(
+                    "an event of the endpoint's streamed answer is not an OpenAI-compatible chat-completion chunk",
+                ),
                 Outcome::Answered,
-            ));
+            ),
+            StreamError::Event(EventError::Server(detail)) => Failure::transient(
+                retryable(
+                    "provider_unavailable",
+                    format!(
+                        "the language-model endpoint {endpoint} reported an error while streaming its answer{}",
+                        detail.map(|d| format!(" (error: {d})")).unwrap_or_default()
+                    ),
+                ),
+                None,
+                Outcome::Overloaded,
+            ),
+            StreamError::Transport(e) => self.transport_failure(&e),
+            StreamError::EndedEarly => Failure::transient(
+                retryable(
+                    "provider_unavailable",
+                    format!(
+                        "the language-model endpoint {endpoint} closed the connection before its answer was complete"
+                    ),
+                ),
+                None,
+                Outcome::Overloaded,
+            ),
         }
-        Ok(content)
     }
 
     fn transport_failure(&self, error: &reqwest::Error) -> Failure {
@@ -297,7 +502,7 @@ impl OpenAiCompatibleProvider {
             retryable(
                 "provider_timeout",
                 format!(
-                    "no complete answer from the language-model endpoint {} within {} s; \
+                    "the connection to the language-model endpoint {} timed out after {} s; \
                      raise SHELF_LLM_TIMEOUT_SECONDS or check the server",
                     self.shown_endpoint,
                     self.config.timeout.as_secs_f64()
@@ -323,6 +528,10 @@ impl OpenAiCompatibleProvider {
             )
         };
         Failure::transient(error, None, signal)
+    }
+
+    pub(super) fn status_failure_error(&self, status: StatusCode) -> ProviderError {
+        self.status_failure(status, "", None).error
     }
 
     fn status_failure(
@@ -406,6 +615,31 @@ impl OpenAiCompatibleProvider {
     }
 }
 
+/// An answer as a `Completion`: empty text is no answer, unless the bound cut it (a model
+/// that spent its tokens thinking).
+fn answer(content: String, truncated: bool) -> Result<Completion, Failure> {
+    if content.trim().is_empty() && !truncated {
+        return Err(Failure::fatal(
+            invalid("the endpoint's chat completion has no message text"),
+            Outcome::Answered,
+        ));
+    }
+    Ok(Completion { content, truncated })
+}
+
+/// Whether the answer is a server-sent event stream (else it is one JSON body: a server that
+/// ignores `stream`).
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        })
+}
+
 /// What an error status says about the server's load: 429, and a 503 that says when to come
 /// back, are push-back; 408 and other 5xx, a server failing under its load; other statuses
 /// say nothing of load.
@@ -457,7 +691,7 @@ pub(super) fn shown_url(url: &reqwest::Url) -> String {
 
 /// The kind of the underlying I/O error, if any (never the error's text, which may name
 /// the URL).
-fn io_reason(error: &reqwest::Error) -> Option<&'static str> {
+pub(super) fn io_reason(error: &reqwest::Error) -> Option<&'static str> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(error);
     while let Some(e) = source {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -518,14 +752,14 @@ pub fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> 
     Some(wait.min(LONGEST_RETRY_AFTER))
 }
 
-enum ReadError {
+pub(super) enum ReadError {
     TooLarge,
     Transport(reqwest::Error),
 }
 
 /// Reads the body, at most `max_chars` UTF-8 characters: stops (and drops the connection) as
 /// soon as the body is longer, so no more than one network chunk past the cap is ever held.
-async fn read_capped(
+pub(super) async fn read_capped(
     response: &mut reqwest::Response,
     max_chars: usize,
 ) -> Result<Vec<u8>, ReadError> {
@@ -574,6 +808,8 @@ struct ChatResponse {
 struct ChatChoice {
     #[serde(default)]
     message: Option<ChatMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -46,9 +46,17 @@ pub struct OpenAiConfig {
     pub api_key_env: String,
     /// `SHELF_LLM_MODEL`.
     pub model: String,
-    /// `SHELF_LLM_TIMEOUT_SECONDS`: the limit for one HTTP attempt, from connecting until the
-    /// whole answer is read.
+    /// `SHELF_LLM_MODEL`'s companion for OCR correction, `SHELF_OCR_LLM_MODEL` (none or empty:
+    /// correction uses `model`); only [`crate::provider::Provider::check`] reads it here, the
+    /// `correct` stage names it in each call.
+    pub correction_model: Option<String>,
+    /// `SHELF_LLM_TIMEOUT_SECONDS`: the wait for the answer to begin, from sending until the
+    /// first token of a streamed answer (the server's queue and its reading of the prompt), or
+    /// until the whole answer of a server that does not stream.
     pub timeout: Duration,
+    /// `SHELF_LLM_IDLE_TIMEOUT_SECONDS`: once a streamed answer has begun, the longest wait for
+    /// its next event; a server that stops sending for this long has failed the attempt.
+    pub idle_timeout: Duration,
     /// `SHELF_LLM_MAX_PROMPT_CHARS`: system plus user prompt, checked before any call.
     pub max_prompt_chars: usize,
     /// `SHELF_LLM_MAX_RESPONSE_CHARS`: the most characters of a response body ever read.
@@ -74,7 +82,9 @@ impl Default for OpenAiConfig {
             api_key: None,
             api_key_env: "OPENAI_API_KEY".into(),
             model: "gpt-4o-mini".into(),
+            correction_model: None,
             timeout: Duration::from_secs(120),
+            idle_timeout: Duration::from_secs(60),
             max_prompt_chars: 2_097_152,
             max_response_chars: 2_097_152,
             max_retries: 3,
