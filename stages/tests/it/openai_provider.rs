@@ -4,6 +4,8 @@
 
 #[path = "openai_check.rs"]
 mod check;
+#[path = "openai_real.rs"]
+mod real;
 #[path = "openai_stream.rs"]
 mod stream;
 
