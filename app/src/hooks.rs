@@ -1,7 +1,8 @@
 //! What Shelf adds to the engine's run transitions: a run is created only for a document that
 //! still exists (checked in the creating transaction), the document's status moves in the same
-//! transaction as its run's, each finished stage writes the `run_stage_finished` log event,
-//! claims, stage attempts and terminal runs are counted in the process's metrics, and the
+//! transaction as its run's, each finished stage writes the `run_stage_finished` log event
+//! (and a stage continued past `run_stage_failure_continued`), claims, stage attempts, stages
+//! continued past and terminal runs are counted in the process's metrics, and the
 //! engine's spans name the run's subject `document_id` and continue the trace of the request
 //! that created the run.
 
@@ -83,6 +84,22 @@ impl RunHooks for DocumentHooks {
 
     fn run_finished(&self, _run_id: &str, status: RunStatus) {
         self.metrics.run_finished(status);
+    }
+
+    fn stage_failure_continued(&self, run: &RunRecord, stage: &str, kind: &str, code: &str) {
+        tracing::warn!(
+            run_id = %run.id,
+            document_id = %run.subject,
+            stage,
+            kind,
+            code,
+            "run_stage_failure_continued"
+        );
+        self.metrics.stage_failure_continued(kind, code);
+    }
+
+    fn run_succeeded_with_warnings(&self, _run_id: &str, _warnings: usize) {
+        self.metrics.run_succeeded_with_warnings();
     }
 
     fn trace_parent(&self) -> Option<String> {

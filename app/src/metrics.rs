@@ -31,6 +31,8 @@ pub const PROMETHEUS_CONTENT_TYPE: &str = prometheus::TEXT_FORMAT;
 pub struct Metrics {
     registry: Registry,
     runs_finished: IntCounterVec,
+    runs_with_warnings: IntCounter,
+    stage_failures_continued: IntCounterVec,
     stage_duration: HistogramVec,
     queue_claims: IntCounter,
     queue_reclaims: IntCounter,
@@ -98,6 +100,20 @@ impl Metrics {
                 &["status"],
             )
             .expect("valid metric"),
+            runs_with_warnings: counter(
+                "shelf_runs_succeeded_with_warnings_total",
+                "Runs that succeeded with at least one stage failed and continued past \
+                 (on_failure: continue); they are counted as succeeded too.",
+            ),
+            stage_failures_continued: IntCounterVec::new(
+                Opts::new(
+                    "shelf_stage_failures_continued_total",
+                    "Stages that failed for good and were continued past (on_failure: continue), \
+                     by stage kind and stable error code.",
+                ),
+                &["kind", "code"],
+            )
+            .expect("valid metric"),
             stage_duration: HistogramVec::new(
                 HistogramOpts::new(
                     "shelf_stage_duration_seconds",
@@ -139,6 +155,8 @@ impl Metrics {
         let wait = metrics.queue_wait.clone();
         let own: Vec<Box<dyn Collector>> = vec![
             Box::new(metrics.runs_finished.clone()),
+            Box::new(metrics.runs_with_warnings.clone()),
+            Box::new(metrics.stage_failures_continued.clone()),
             Box::new(metrics.stage_duration.clone()),
             Box::new(metrics.queue_claims.clone()),
             Box::new(metrics.queue_reclaims.clone()),
@@ -232,6 +250,17 @@ impl Metrics {
     pub fn run_finished(&self, status: RunStatus) {
         self.runs_finished
             .with_label_values(&[status.as_str()])
+            .inc();
+    }
+
+    pub fn run_succeeded_with_warnings(&self) {
+        self.runs_with_warnings.inc();
+    }
+
+    /// A stage of `kind` failed for good with `code` and its run went on without it.
+    pub fn stage_failure_continued(&self, kind: &str, code: &str) {
+        self.stage_failures_continued
+            .with_label_values(&[kind, code])
             .inc();
     }
 
@@ -337,6 +366,8 @@ mod tests {
         metrics.claim_failed();
         metrics.run_finished(RunStatus::Succeeded);
         metrics.stage_finished("extract", StageStatus::Succeeded, Duration::from_millis(20));
+        metrics.stage_failure_continued("classify", "invalid_response");
+        metrics.run_succeeded_with_warnings();
         let json = metrics.json();
         assert_eq!(family(&json, "shelf_queue_claims_total")["type"], "counter");
         for (name, expected) in [
@@ -344,6 +375,8 @@ mod tests {
             ("shelf_queue_reclaims_total", 1.0),
             ("shelf_queue_claim_failures_total", 1.0),
             ("shelf_queue_wait_seconds_average", 1.0),
+            ("shelf_runs_succeeded_with_warnings_total", 1.0),
+            ("shelf_stage_failures_continued_total", 1.0),
         ] {
             assert_eq!(
                 family(&json, name)["samples"][0]["value"],
@@ -377,6 +410,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("shelf_queue_claims_total 2\n"), "{text}");
+        assert!(
+            text.contains(
+                "shelf_stage_failures_continued_total{code=\"invalid_response\",kind=\"classify\"} 1"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains("shelf_queue_wait_seconds_average 1\n"),
             "{text}"

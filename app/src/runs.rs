@@ -1,11 +1,23 @@
 //! The run object clients see: the engine's record in the shape docs/api.md ("Runs") gives,
-//! with its stages and chunk progress. The API serves these types as they are (named
+//! with its stages, chunk progress and warnings. The API serves these types as they are (named
 //! `RunOut` and `StageOut` in `/openapi.json`), so the run has one shape outside the engine;
 //! the engine's [`RunRecord`] stays free of HTTP and differs (lease fields, no chunk counts).
 
 use serde::Serialize;
-use shelf_engine::{RunRecord, StageRecord};
+use shelf_engine::{RunRecord, RunWarning, StageRecord};
 use utoipa::ToSchema;
+
+/// The schema of the engine's [`RunWarning`] (which has no schema derive), as `/openapi.json`
+/// names it; the run serves the engine's type itself.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = RunWarning)]
+pub struct RunWarningSchema {
+    /// The stage that failed and was continued past (`on_failure: continue`).
+    pub stage: String,
+    /// Its stable code (docs/errors.md), e.g. `invalid_response`.
+    pub code: String,
+    pub message: String,
+}
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = StageOut)]
@@ -32,6 +44,10 @@ pub struct RunView {
     pub document_id: String,
     /// `queued`, `running`, `succeeded`, `failed` or `canceled`.
     pub status: String,
+    /// A succeeded run's stages that failed and were continued past (`on_failure: continue`),
+    /// each with its code; empty otherwise. A run with warnings still `succeeded`.
+    #[schema(value_type = Vec<RunWarningSchema>)]
+    pub warnings: Vec<RunWarning>,
     /// The current or last stage.
     pub stage: Option<String>,
     pub total_chunks: i64,
@@ -55,12 +71,14 @@ pub struct RunView {
 }
 
 impl RunView {
-    /// A list item: the run without its stages.
-    pub fn summary(run: &RunRecord) -> Self {
+    /// A list item: the run without its stages, with its warnings (see
+    /// [`shelf_engine::RunStore::warnings`]).
+    pub fn summary(run: &RunRecord, warnings: Vec<RunWarning>) -> Self {
         RunView {
             id: run.id.clone(),
             document_id: run.subject.clone(),
             status: run.status.as_str().to_string(),
+            warnings,
             stage: run.stage.clone(),
             total_chunks: 0,
             completed_chunks: 0,
@@ -82,7 +100,7 @@ impl RunView {
     /// The full run. Chunk counts come from the `clean` stages: their saved chunk checkpoints
     /// while running, their output once done.
     pub fn detail(run: &RunRecord, stages: &[StageRecord], part_counts: &[(String, i64)]) -> Self {
-        let mut view = Self::summary(run);
+        let mut view = Self::summary(run, RunWarning::of_stages(run.status, stages));
         for stage in stages.iter().filter(|s| s.kind == "clean") {
             let saved = part_counts
                 .iter()
@@ -118,6 +136,12 @@ impl RunView {
                 .collect(),
         );
         view
+    }
+
+    /// `succeeded (1 warning: classify failed: invalid_response)`, or the plain status: how the
+    /// command line and the web pages print a run's status.
+    pub fn status_line(&self) -> String {
+        shelf_engine::warnings::status_line(&self.status, &self.warnings)
     }
 }
 
@@ -202,6 +226,7 @@ mod tests {
         let renamed = [("subject", "document_id")];
         let derived = set(&[
             "error_code",
+            "warnings",
             "total_chunks",
             "completed_chunks",
             "failed_chunks",
@@ -225,5 +250,50 @@ mod tests {
         let expected: BTreeSet<String> = keys(&stage()).difference(&stage_only).cloned().collect();
         let shown = keys(&RunView::detail(&run(), &[stage()], &[]).stages.unwrap()[0]);
         assert_eq!(shown, expected, "StageRecord and StageView drifted apart");
+    }
+
+    /// The schema names the warning's fields as the engine's type serializes them.
+    #[test]
+    fn the_warning_schema_matches_the_engine_warning() {
+        let warning = RunWarning {
+            stage: "classify".into(),
+            code: "invalid_response".into(),
+            message: "m".into(),
+        };
+        let schema = RunWarningSchema {
+            stage: String::new(),
+            code: String::new(),
+            message: String::new(),
+        };
+        assert_eq!(keys(&warning), keys(&schema));
+    }
+
+    #[test]
+    fn a_succeeded_run_with_a_failed_stage_shows_its_warning() {
+        let succeeded = RunRecord {
+            status: RunStatus::Succeeded,
+            ..run()
+        };
+        let classify = StageRecord {
+            name: "classify".into(),
+            kind: "classify".into(),
+            status: StageStatus::Failed,
+            error: Some("invalid_response: no JSON object".into()),
+            ..stage()
+        };
+        let view = RunView::detail(&succeeded, &[stage(), classify], &[]);
+        assert_eq!(view.warnings.len(), 1);
+        assert_eq!(
+            view.status_line(),
+            "succeeded (1 warning: classify failed: invalid_response)"
+        );
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(
+            json["warnings"],
+            json!([{"stage": "classify", "code": "invalid_response", "message": "no JSON object"}])
+        );
+        let plain = RunView::summary(&succeeded, Vec::new());
+        assert_eq!(plain.status_line(), "succeeded");
+        assert_eq!(serde_json::to_value(&plain).unwrap()["warnings"], json!([]));
     }
 }

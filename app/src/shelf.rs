@@ -387,7 +387,12 @@ impl Shelf {
             .store()
             .list_runs(document_id, limit, offset)
             .await?;
-        Ok((runs.iter().map(RunView::summary).collect(), total))
+        let mut warnings = self.engine.store().warnings(&runs).await?;
+        let views = runs
+            .iter()
+            .map(|run| RunView::summary(run, warnings.remove(&run.id).unwrap_or_default()))
+            .collect();
+        Ok((views, total))
     }
 
     /// Events after `offset` (sequences are gap-free from 1, so offset N starts at N + 1).

@@ -47,7 +47,7 @@ pub async fn track<T>(
                 {
                     bar.set_message(format!(
                         "{label}: {} {}",
-                        run.status,
+                        run.status_line(),
                         run.stage.as_deref().unwrap_or("")
                     ));
                 }

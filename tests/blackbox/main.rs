@@ -21,6 +21,7 @@ mod limits;
 mod metrics;
 mod ocr;
 mod okf;
+mod on_failure;
 mod pages;
 #[path = "../support/pg_cluster.rs"]
 mod pg_cluster;

@@ -1,6 +1,8 @@
 //! `shelf runs [RUN_ID]`: list runs, or show one with its stages and events; `--follow`
-//! prints events as they happen until the run ends. The list warns (on stderr, or as
-//! `queue_warning` with `--json`) when runs wait and no worker claims them.
+//! prints events as they happen until the run ends. A run's status is printed with its
+//! warnings (`succeeded (1 warning: classify failed: invalid_response)`; `warnings` with
+//! `--json`). The list warns (on stderr, or as `queue_warning` with `--json`) when runs wait
+//! and no worker claims them.
 
 use crate::output::{errln, outln};
 use std::process::ExitCode;
@@ -49,18 +51,21 @@ pub async fn run(args: Args) -> CliResult {
                 if let Some(warning) = &warning {
                     errln!("warning: {warning}");
                 }
+                let statuses: Vec<String> = runs.iter().map(|r| r.status_line()).collect();
+                // As wide as the longest status of the page: one with warnings is long.
+                let width = statuses.iter().map(String::len).max().unwrap_or(0).max(10);
                 outln!(
-                    "{:<21} {:<10} {:<10} {:<21} CREATED",
+                    "{:<21} {:<width$} {:<10} {:<21} CREATED",
                     "RUN",
                     "STATUS",
                     "STAGE",
                     "DOCUMENT"
                 );
-                for r in &runs {
+                for (r, status) in runs.iter().zip(&statuses) {
                     outln!(
-                        "{:<21} {:<10} {:<10} {:<21} {}",
+                        "{:<21} {:<width$} {:<10} {:<21} {}",
                         r.id,
-                        r.status,
+                        status,
                         r.stage.as_deref().unwrap_or("-"),
                         r.document_id,
                         r.created_at
@@ -140,7 +145,7 @@ pub async fn show_run(
         outln!(
             "run {}  {}  document {}",
             run.id,
-            run.status,
+            run.status_line(),
             run.document_id
         );
         outln!(

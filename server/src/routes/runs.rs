@@ -48,7 +48,7 @@ pub async fn start_run(
         Ok(view) => Ok(view),
         // The run was created, then its document deleted (which removes its runs) before it
         // was read back: it did exist, so the answer is still the new run, as created.
-        Err(shelf_app::AppError::NotFound(_)) => Ok(RunView::summary(&run)),
+        Err(shelf_app::AppError::NotFound(_)) => Ok(RunView::summary(&run, Vec::new())),
         Err(e) => Err(e.into()),
     }
 }

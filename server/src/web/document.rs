@@ -149,7 +149,7 @@ pub async fn page(
                             @for r in &runs {
                                 tr {
                                     td { a href=(format!("/ui/runs/{}", r.id)) { (r.id) } }
-                                    td { (status_badge(&r.status)) }
+                                    td { (status_badge(&r.status)) " " (crate::web::run::warnings_note(&r.warnings)) }
                                     td { (r.pipeline) }
                                     td { (time(&r.created_at)) }
                                     td { @if let Some(code) = &r.error_code { code { (code) } } }

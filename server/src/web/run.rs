@@ -1,11 +1,13 @@
-//! The Run page (`/ui/runs/{id}`): its stages with status, attempts and timings, and its event
-//! log, which `shelf.js` follows live over `/runs/{id}/events/records/stream` (the browser's
+//! The Run page (`/ui/runs/{id}`): its stages with status, attempts and timings, the warnings
+//! of a run that succeeded without a stage continued past (`on_failure: continue`), and its
+//! event log, which `shelf.js` follows live over `/runs/{id}/events/records/stream` (the browser's
 //! `EventSource` resumes with `Last-Event-ID` after a reconnect); cancel and retry buttons.
 
 use axum::Extension;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use maud::html;
+use maud::{Markup, html};
+use shelf_engine::RunWarning;
 
 use crate::state::AppState;
 use crate::web::layout::{PageError, PageResult, render, status_badge, time};
@@ -36,6 +38,16 @@ pub async fn page(
             data-events-url=(format!("/runs/{}/events/records/stream", run.id))
             data-status=(run.status) data-last-seq=(last_seq) {
             p { "Status: " span id="run-status" class=(format!("status status-{}", run.status)) { (run.status) } }
+            @if !run.warnings.is_empty() {
+                div id="warnings" class="banner notice" role="status" {
+                    p { (warnings_note(&run.warnings)) ": the run went on without these stages." }
+                    ul {
+                        @for w in &run.warnings {
+                            li { (w.stage) " failed: " code { (w.code) } " " (w.message) }
+                        }
+                    }
+                }
+            }
             p id="live" aria-live="polite" {}
             dl class="facts" {
                 dt { "Document" } dd { a href=(format!("/ui/documents/{}", run.document_id)) { (run.document_id) } }
@@ -105,6 +117,19 @@ pub async fn page(
         }
     };
     Ok(render(&format!("Run {}", run.id), &viewer, body).into_response())
+}
+
+/// `1 warning: classify failed: invalid_response`, for a run's warnings (none: nothing).
+pub(crate) fn warnings_note(warnings: &[RunWarning]) -> Markup {
+    let list: Vec<String> = warnings.iter().map(RunWarning::short).collect();
+    html! {
+        @if !warnings.is_empty() {
+            span class="warnings" {
+                (warnings.len()) @if warnings.len() == 1 { " warning: " } @else { " warnings: " }
+                (list.join("; "))
+            }
+        }
+    }
 }
 
 pub async fn cancel(
