@@ -8,6 +8,8 @@ mod check;
 mod real;
 #[path = "openai_stream.rs"]
 mod stream;
+#[path = "openai_truncated.rs"]
+mod truncated;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
