@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use maud::{Markup, html};
 use shelf_engine::CompiledPipeline;
-use shelf_engine::pipeline::CompiledStage;
+use shelf_engine::pipeline::{CompiledStage, OnFailure};
 
 /// Node box size and spacing, in viewBox units. Top to bottom reads best on a 360 px phone:
 /// the default pipeline is six layers deep but at most two wide, so the drawing stays about
@@ -214,6 +214,9 @@ fn description(pipeline: &CompiledPipeline) -> String {
         if let Some(when) = &stage.when {
             let _ = write!(out, ", when {when}");
         }
+        if stage.on_failure == OnFailure::Continue {
+            out.push_str(", on failure continue");
+        }
         out.push_str(". ");
     }
     out.trim_end().to_string()
@@ -274,6 +277,7 @@ pub fn pipeline_svg(pipeline: &CompiledPipeline) -> Markup {
                             (stage.name) " (" (stage.kind) ")"
                             @if !stage.needs.is_empty() { ", needs " (stage.needs.join(", ")) }
                             @if let Some(when) = &stage.when { ", when " (when.to_string()) }
+                            @if stage.on_failure == OnFailure::Continue { ", on failure continue" }
                         }
                         rect x=(node.x) y=(node.y) width=(NODE_W) height=(node_h) rx="6" ry="6" {}
                         text class="node-label" x=(cx) y=(node.y + 18) text-anchor="middle" {
@@ -489,6 +493,8 @@ mod tests {
         assert_eq!(svg.matches(r#"<g class="node conditional""#).count(), 2);
         assert!(svg.contains("when extract.needs_ocr"));
         assert_eq!(svg.matches(r#"<path class="edge conditional""#).count(), 2);
+        // The stages a run goes on without, said in the title and the description.
+        assert_eq!(svg.matches(", on failure continue").count(), 2 * 3, "{svg}");
         // Wide enough for the three stages after clean side by side, no wider.
         assert_eq!(l.width, 2 * MARGIN + 3 * NODE_W + 2 * GAP_X);
     }
