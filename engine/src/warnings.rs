@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use shelf_db::sql::SqlExt;
 
 use crate::error::EngineError;
@@ -12,7 +12,7 @@ use crate::state::{RunStatus, StageStatus};
 use crate::store::{RunRecord, RunStore, StageRecord, stmt};
 
 /// One stage a run continued past: its name, its stable code and its message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunWarning {
     pub stage: String,
     pub code: String,

@@ -121,6 +121,11 @@ async fn a_classification_that_fails_for_good_leaves_the_document_ready_and_sear
     let report = blocking(|| env.json(&["import", file.to_str().expect("utf-8"), "--json"]));
     let record = &report["files"][0];
     assert_eq!(record["run_status"], "succeeded", "{report:#}");
+    assert_eq!(record["run_warnings"][0]["stage"], "classify", "{report:#}");
+    assert_eq!(
+        record["run_warnings"][0]["code"], "invalid_response",
+        "{report:#}"
+    );
     let run_id = record["run_id"].as_str().expect("run id").to_string();
     let document_id = record["document_id"].as_str().expect("id").to_string();
     assert!(

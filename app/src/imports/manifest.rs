@@ -82,6 +82,10 @@ pub struct FileRecord {
     pub run_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_status: Option<String>,
+    /// A succeeded run's warnings: the stages it went on without (`on_failure: continue`);
+    /// absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_warnings: Vec<shelf_engine::RunWarning>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RecordError>,
     /// Size of the source when it was imported.
@@ -442,6 +446,7 @@ mod tests {
             duplicate: Some(false),
             run_id: None,
             run_status: Some("succeeded".into()),
+            run_warnings: Vec::new(),
             error: None,
             bytes: 1,
             reused: false,

@@ -315,6 +315,7 @@ impl Import {
             duplicate: None,
             run_id: None,
             run_status: None,
+            run_warnings: Vec::new(),
             error: None,
             bytes: 0,
             reused: false,
@@ -420,6 +421,20 @@ impl Import {
         if let Some(run) = &run {
             record.run_id = Some(run.id.clone());
             record.run_status = Some(run.status.as_str().to_string());
+            if run.status == shelf_engine::RunStatus::Succeeded {
+                // One read of its failed stages: what a succeeded run went on without.
+                record.run_warnings = self
+                    .shelf
+                    .engine
+                    .store()
+                    .warnings(std::slice::from_ref(run))
+                    .await
+                    .map(|mut found| found.remove(&run.id).unwrap_or_default())
+                    .unwrap_or_else(|error| {
+                        tracing::warn!(run_id = %run.id, %error, "reading the run's warnings failed");
+                        Vec::new()
+                    });
+            }
             let processed = self.options.processing == ProcessingMode::Process;
             if processed && run.status.as_str() != "succeeded" {
                 // The stage's own stable code when a stage failed the run; `run_failed`

@@ -236,7 +236,10 @@ fn print_record(record: &FileRecord) {
     match (&record.status, &record.error) {
         (FileStatus::Converted, _) => {
             let run = match (&record.run_id, &record.run_status) {
-                (Some(run), Some(status)) => format!("  run {run} {status}"),
+                (Some(run), Some(status)) => format!(
+                    "  run {run} {}",
+                    shelf_engine::warnings::status_line(status, &record.run_warnings)
+                ),
                 _ => String::new(),
             };
             let reused = if record.reused { " (done before)" } else { "" };

@@ -330,6 +330,10 @@ pub struct FileRecordOut {
     pub duplicate: Option<bool>,
     pub run_id: Option<String>,
     pub run_status: Option<String>,
+    /// A succeeded run's warnings: the stages it went on without (`on_failure: continue`),
+    /// each `{stage, code, message}`; absent when none.
+    #[schema(value_type = Option<Vec<shelf_app::runs::RunWarningSchema>>)]
+    pub run_warnings: Option<Vec<shelf_engine::RunWarning>>,
     pub error: Option<RecordErrorOut>,
     pub bytes: u64,
     /// Taken over from the manifest by `resume` (absent when false).
@@ -484,6 +488,11 @@ mod tests {
             duplicate: Some(false),
             run_id: Some("run_1".into()),
             run_status: Some("succeeded".into()),
+            run_warnings: vec![shelf_engine::RunWarning {
+                stage: "classify".into(),
+                code: "invalid_response".into(),
+                message: "m".into(),
+            }],
             error: Some(RecordError {
                 code: "x".into(),
                 detail: "y".into(),
