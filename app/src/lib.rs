@@ -17,6 +17,7 @@ pub mod hooks;
 pub mod imports;
 pub mod llm_report;
 pub mod metrics;
+pub mod model_check;
 pub mod okf;
 pub mod pipelines;
 pub mod providers;

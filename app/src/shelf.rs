@@ -77,6 +77,8 @@ pub struct Shelf {
     pub llm_limiter: Option<Arc<Limiter>>,
     /// The local embedding model (`SHELF_EMBEDDING_MODEL_DIR`), for `embed` and search.
     pub embeddings: Option<Embeddings>,
+    /// The language model's check before work, and what it found (`crate::model_check`).
+    model_gate: crate::model_check::ModelGate,
 }
 
 impl Shelf {
@@ -177,7 +179,24 @@ impl Shelf {
             readiness,
             llm_limiter: provider.limiter,
             embeddings,
+            model_gate: crate::model_check::ModelGate::new(provider.provider),
         }
+    }
+
+    // ---- the language model ----
+
+    /// Checks once, before model work starts, that the language-model server answers and has
+    /// the configured model(s); the error names the setting to change. `/ready` shows the
+    /// outcome ([`Shelf::model_status`]).
+    pub async fn check_model(
+        &self,
+    ) -> Result<crate::model_check::ModelStatus, shelf_stages::provider::ProviderError> {
+        self.model_gate.check().await
+    }
+
+    /// What [`Shelf::check_model`] found, or `unchecked`.
+    pub fn model_status(&self) -> crate::model_check::ModelStatus {
+        self.model_gate.status()
     }
 
     // ---- pipelines ----

@@ -110,7 +110,19 @@ impl Drop for FakeModel {
 }
 
 fn serve(mut socket: TcpStream, shared: &Shared) {
-    let Some(body) = read_request(&mut socket) else {
+    let Some(request) = read_request(&mut socket) else {
+        return;
+    };
+    // Like the bench's model_server.py, the fake implements completions only: the model
+    // check at start (`GET /models`) is told the endpoint does not exist, at once.
+    let Request::Post(body) = request else {
+        let body = br#"{"error": {"message": "not found", "type": "not_found"}}"#;
+        let head = format!(
+            "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = socket.write_all(head.as_bytes());
+        let _ = socket.write_all(body);
         return;
     };
     let (lock, released) = &**shared;
@@ -179,8 +191,14 @@ fn content(body: &Value) -> String {
     }
 }
 
-/// The JSON body of one HTTP/1.1 request (headers, then `Content-Length` bytes).
-fn read_request(socket: &mut TcpStream) -> Option<Value> {
+/// One request: a `POST` with its JSON body, or anything else.
+enum Request {
+    Post(Value),
+    Other,
+}
+
+/// One HTTP/1.1 request (headers, then `Content-Length` bytes).
+fn read_request(socket: &mut TcpStream) -> Option<Request> {
     let mut buf = Vec::new();
     let mut tmp = [0u8; 4096];
     let head_end = loop {
@@ -194,6 +212,9 @@ fn read_request(socket: &mut TcpStream) -> Option<Value> {
         buf.extend_from_slice(&tmp[..n]);
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    if !head.starts_with("POST ") {
+        return Some(Request::Other);
+    }
     let length: usize = head
         .split("\r\n")
         .filter_map(|l| l.split_once(':'))
@@ -208,5 +229,5 @@ fn read_request(socket: &mut TcpStream) -> Option<Value> {
         }
         body.extend_from_slice(&tmp[..n]);
     }
-    serde_json::from_slice(&body).ok()
+    serde_json::from_slice(&body).ok().map(Request::Post)
 }

@@ -18,6 +18,8 @@ mod fresh;
 mod imports;
 mod lifecycle;
 mod limits;
+#[path = "../support/llama_server.rs"]
+mod llama_server;
 mod metrics;
 mod ocr;
 mod okf;
@@ -29,6 +31,7 @@ mod pipes;
 mod process_signals;
 mod queue;
 mod readiness;
+mod real_model;
 mod restore;
 mod retention;
 mod run_races;

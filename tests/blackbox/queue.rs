@@ -222,14 +222,16 @@ async fn sigterm_puts_the_runs_of_api_workers_back_on_the_queue() {
     assert!(kinds.contains(&"run_released"), "{kinds:?}");
 }
 
-/// A `shelf worker` at default settings with a remote model has no fixed number of runs: with
-/// every run waiting on the model (which holds its answers), it claims more, far past the
-/// two a worker used to keep, since each run it holds is in a model call and few calls wait.
-/// SIGTERM then puts every one of them back on the queue, none left running.
+/// A `shelf worker` with a remote model has no fixed number of runs: with every run waiting
+/// on the model (which holds its answers), it claims as many as the limiter lets calls out,
+/// far past the two a worker used to keep, since each run it holds is in a model call and few
+/// calls wait. The limit starts at one and grows only on answers, which a model that holds
+/// them never gives, so the operator's floor (`SHELF_LLM_MIN_CONCURRENCY`, a server known to
+/// take 8) sets it here. SIGTERM then puts every run back on the queue, none left running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_keeps_as_many_runs_as_the_model_takes() {
     let model = FakeModel::held();
-    let env = migrated(with_model(Env::new(), &model));
+    let env = migrated(with_model(Env::new(), &model).with("SHELF_LLM_MIN_CONCURRENCY", "8"));
     let mut runs = Vec::new();
     for i in 0..8 {
         let file = env.write(

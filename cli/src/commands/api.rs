@@ -52,6 +52,11 @@ pub async fn run(args: Args) -> CliResult {
     let shelf = Shelf::open(settings)
         .await
         .map_err(|e| Failure::from_app(e, false))?;
+    // Only a process that runs model work checks the model: an API without workers serves
+    // uploads, search and pages whatever the model server's state.
+    if workers > 0 {
+        super::check_model(&shelf, false).await?;
+    }
     let shutdown = CancellationToken::new();
     let server = listener.serve(shelf, shutdown.clone(), ServerOptions::default());
     server.start_workers(workers);

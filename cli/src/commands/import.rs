@@ -109,6 +109,9 @@ pub async fn run(args: Args) -> CliResult {
     shelf_app::db::check_at_start(&shelf.settings)
         .await
         .map_err(|e| Failure::from_app(e, args.json))?;
+    if matches!(args.mode, Mode::Process) {
+        super::check_model(&shelf, args.json).await?;
+    }
     let mut manifest = args.manifest.clone();
     if args.watch && manifest.is_none() {
         let dir = shelf.settings.storage.layout().hot_folders();

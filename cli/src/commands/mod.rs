@@ -32,6 +32,21 @@ pub fn bind_failure(e: shelf_server::BindError) -> Failure {
     Failure::new(e.to_string(), "bind_failed", exit)
 }
 
+/// The language-model check before model work starts (`Shelf::check_model`): a server that
+/// does not answer, refuses the key or lacks the model stops the command here, with the
+/// provider's code and a message naming the setting; configuration is a usage error (exit 2).
+pub async fn check_model(shelf: &Shelf, json: bool) -> Result<(), Failure> {
+    shelf.check_model().await.map(drop).map_err(|e| Failure {
+        exit: match e.code {
+            "provider_unreachable" | "provider_timeout" | "provider_unavailable" => EXIT_FAILED,
+            _ => EXIT_USAGE,
+        },
+        code: e.code.to_string(),
+        detail: e.message,
+        json,
+    })
+}
+
 /// Logs and prints the one stdout line of a listener, `{what} listening on http://ADDR`,
 /// which scripts and tests read for the port when port 0 picked one; logs go to stderr.
 pub fn announce(what: &str, addr: std::io::Result<SocketAddr>) -> Result<SocketAddr, Failure> {

@@ -39,6 +39,9 @@ pub async fn run(args: Args) -> CliResult {
         Mode::Process => ProcessingMode::Process,
         Mode::Queue => ProcessingMode::Queue,
     };
+    if mode == ProcessingMode::Process {
+        super::check_model(&shelf, args.json).await?;
+    }
     // Ctrl-C or SIGTERM stops the work here instead of killing the process: the engine puts
     // the run back in the queue with its checkpoints (not a reclaim), so `shelf worker`
     // finishes it without redoing finished stages. `--mode queue` has no work here to stop.

@@ -44,6 +44,7 @@ pub async fn run(args: Args) -> CliResult {
     let shelf = Shelf::open(settings)
         .await
         .map_err(|e| Failure::from_app(e, false))?;
+    super::check_model(&shelf, false).await?;
     let shutdown = CancellationToken::new();
     let metrics_server = match args.metrics_port {
         Some(port) => {

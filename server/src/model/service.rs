@@ -19,6 +19,22 @@ pub struct Ready {
     pub database: String,
     pub storage: String,
     pub applied_migrations: Vec<String>,
+    /// What the language-model check at start found (it is not repeated per probe).
+    pub model: ModelReady,
+}
+
+/// The language-model check made when the process started (`shelf api --workers N` checks;
+/// an API without workers does no model work and says `unchecked`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ModelReady {
+    /// `verified` (the server listed the configured model), `unverified` (it could not say;
+    /// the first call will tell), `not_needed` (`mock` and `local` call no server) or
+    /// `unchecked`.
+    #[schema(example = "verified")]
+    pub status: String,
+    /// The models verified, or why the model is unverified.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

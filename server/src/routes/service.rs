@@ -9,7 +9,7 @@ use utoipa_axum::routes;
 use crate::auth::presented_credential;
 use crate::client_ip::{client_ip, client_key};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
-use crate::model::service::{Classifications, ConfigOut, Health, Ready, Version};
+use crate::model::service::{Classifications, ConfigOut, Health, ModelReady, Ready, Version};
 use crate::policy::Policy;
 use crate::routes::Resource;
 use crate::state::AppState;
@@ -42,7 +42,8 @@ pub async fn health() -> Json<Health> {
 /// Shelf writes to keeps `SHELF_MIN_FREE_BYTES`, that the database opens on a fresh
 /// connection and passed its last `PRAGMA quick_check` (run at most every
 /// `SHELF_READY_FULL_CHECK_SECONDS`), and that its migrations are exactly this binary's. 503
-/// `service_unavailable` otherwise, with the reason. Counted against
+/// `service_unavailable` otherwise, with the reason. `model` reports the language-model check
+/// the process made when it started (a process whose model is missing never starts). Counted against
 /// `SHELF_API_RATE_LIMIT_PER_MINUTE` per client, apart from the client's other requests.
 #[utoipa::path(
     get, path = "/ready", operation_id = "ready", tag = "service",
@@ -60,6 +61,13 @@ pub async fn ready(State(state): State<AppState>, req: Request) -> Result<Json<R
         database: "ok".into(),
         storage: "ok".into(),
         applied_migrations: ready.applied_migrations,
+        model: {
+            let model = state.shelf.model_status();
+            ModelReady {
+                status: model.status.to_string(),
+                detail: model.detail,
+            }
+        },
     }))
 }
 

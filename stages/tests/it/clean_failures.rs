@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use shelf_engine::RunStatus;
 use shelf_stages::chunk::{ChunkSettings, split};
+use shelf_stages::provider::limiter::LimitConfig;
 use shelf_stages::provider::openai::{OpenAiCompatibleProvider, OpenAiConfig};
 use tokio::sync::watch;
 
@@ -54,8 +55,11 @@ async fn requests_when_the_first_chunk_fails(concurrency: usize) -> usize {
         }))
     })
     .await;
+    // The limiter pinned at the stage's concurrency: the first chunk is held until that many
+    // are in flight, which an adaptive limit starting at one would never let out.
     let provider = Arc::new(OpenAiCompatibleProvider::new(OpenAiConfig {
         base_url: Some(server.base_url.clone()),
+        concurrency: LimitConfig::new(concurrency, concurrency, concurrency),
         ..OpenAiConfig::default()
     }));
     let s = setup(provider, TARGET_CHARS, concurrency).await;

@@ -193,7 +193,7 @@ impl AdaptiveLimit {
             slow_start_until: config.max as f64,
             baselines: Baselines::default(),
             round: Round {
-                target: config.initial.max(MIN_ROUND),
+                target: config.initial.max(MIN_RATIOS),
                 opened_at: config.initial as f64,
                 ..Round::default()
             },
@@ -311,7 +311,7 @@ impl AdaptiveLimit {
     fn restart(&mut self, old: f64) {
         self.recovering = (old as usize).saturating_sub(1);
         self.round = Round {
-            target: self.limit().max(MIN_ROUND),
+            target: self.round_target(),
             opened_at: self.limit,
             ..Round::default()
         };
@@ -383,8 +383,21 @@ impl AdaptiveLimit {
                 self.set(self.limit / 2.0);
             }
         }
-        self.round.target = self.limit().max(MIN_ROUND);
+        self.round.target = self.round_target();
         self.round.opened_at = self.limit;
+    }
+
+    /// The samples that close a round: the limit's worth (TCP's round trip), at least
+    /// [`MIN_ROUND`] once slow start is over, so one unlucky call cannot move a round's
+    /// percentile; in slow start, at least [`MIN_RATIOS`], so that growth from a low start
+    /// (one call, against a server of unknown size) takes a handful of calls a doubling, as
+    /// TCP's does a round trip.
+    fn round_target(&self) -> usize {
+        if self.in_slow_start() {
+            self.limit().max(MIN_RATIOS)
+        } else {
+            self.limit().max(MIN_ROUND)
+        }
     }
 
     /// Whether this round runs at half the limit to drain the server's queue.
@@ -539,6 +552,71 @@ mod tests {
         let settled = limit.limit();
         assert!((32..=48).contains(&settled), "settled at {settled}");
         assert!(!limit.in_slow_start());
+    }
+
+    /// One round trip of a client that keeps its limit full against a queueing server of
+    /// `slots`: the limit's worth of calls (one at least), each a sample; returns how many.
+    fn round_trip(limit: &mut AdaptiveLimit, slots: usize, at: &mut Instant) -> usize {
+        let in_flight = limit.limit();
+        let queued = in_flight.saturating_sub(slots) as f64 / slots as f64;
+        let latency = Duration::from_millis(100).mul_f64(1.0 + queued);
+        *at += latency;
+        for _ in 0..in_flight {
+            limit.on_sample(Sample {
+                class: CallClass::new(CLEAN, 12_000),
+                latency,
+                outcome: Outcome::Answered,
+                in_flight,
+                in_flight_at_end: in_flight,
+                saturated: true,
+                at: *at,
+            });
+        }
+        in_flight
+    }
+
+    fn default_start() -> AdaptiveLimit {
+        AdaptiveLimit::new(LimitConfig::new(
+            1,
+            128,
+            crate::provider::limiter::INITIAL_LIMIT,
+        ))
+    }
+
+    #[test]
+    fn from_one_call_a_large_server_is_reached_within_a_few_dozen_calls() {
+        let mut at = Instant::now();
+        let mut limit = default_start();
+        assert_eq!(limit.limit(), 1);
+        let mut calls = 0;
+        while limit.limit() < 32 {
+            calls += round_trip(&mut limit, 32, &mut at);
+            assert!(
+                calls <= 100,
+                "still at {} after {calls} calls",
+                limit.limit()
+            );
+        }
+        for _ in 0..60 {
+            queueing_round(&mut limit, 32, &mut at);
+        }
+        assert!(
+            (32..=48).contains(&limit.limit()),
+            "settled at {}",
+            limit.limit()
+        );
+    }
+
+    #[test]
+    fn a_one_slot_server_never_has_more_than_one_call_waiting() {
+        let mut at = Instant::now();
+        let mut limit = default_start();
+        let mut most = 0;
+        for _ in 0..2_000 {
+            round_trip(&mut limit, 1, &mut at);
+            most = most.max(limit.limit());
+        }
+        assert!(most <= 2, "sent {most} at once to a server of one slot");
     }
 
     #[test]

@@ -18,11 +18,14 @@ pub use algorithm::{AdaptiveLimit, CallClass, LimitConfig, Outcome};
 pub use pacer::ModelPacer;
 pub use stats::LimiterReport;
 
-/// The start of an adaptive limit: low enough that a small server's refusals of the first
-/// burst cost little (a few calls wait out `Retry-After` once), high enough that a large one
-/// is reached within a round trip or two (16, 32, 64): from 8, slow start took one round trip
-/// more of the 2.4 s batch of `bench/model.sh`'s 32-slot rows.
-pub const INITIAL_LIMIT: usize = 16;
+/// The start of an adaptive limit: one call, since the server's size is unknown and the
+/// servers people run on their own machines take one at a time (llama.cpp's and Ollama's with
+/// one slot queue a second request, so its wait for a first token is a whole answer's time;
+/// llama-cpp-python's cuts the answer it is streaming short for it). Slow start doubles the
+/// limit every few calls while answers come back as fast as on an idle server, so a large
+/// server is reached within a few dozen calls (issue 35; it started at 16 before, which
+/// queued fifteen answers behind one on a one-slot server and timed them out).
+pub const INITIAL_LIMIT: usize = 1;
 
 pub struct Limiter {
     /// Holds the limit's places; a call holds one until its answer begins.

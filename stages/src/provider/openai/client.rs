@@ -477,6 +477,26 @@ impl OpenAiCompatibleProvider {
                 Outcome::Overloaded,
             ),
             StreamError::Transport(e) => self.transport_failure(&e),
+            // The server's own signal that it serves one request at a time: push-back (the
+            // call is sent again without spending an attempt, and the limiter backs off to
+            // what the server holds), not a failure of the call.
+            StreamError::Interrupted => {
+                tracing::debug!(
+                    provider = NAME,
+                    "the language-model server interrupted a streamed answer to serve another request; sending it again"
+                );
+                Failure::transient(
+                    retryable(
+                        "provider_unavailable",
+                        format!(
+                            "the language-model endpoint {endpoint} kept interrupting its answers to serve other requests \
+                             (a server of one model slot, such as llama-cpp-python's with interrupt_requests)"
+                        ),
+                    ),
+                    None,
+                    Outcome::Refused,
+                )
+            }
             StreamError::EndedEarly => Failure::transient(
                 retryable(
                     "provider_unavailable",

@@ -220,7 +220,13 @@ impl OpenAiCompatibleProvider {
                 schema: Some(schema),
             })
             .await?;
-        check(&second).map_err(|reason| invalid(format!("asked twice, {reason}")))
+        // The model was told what was wrong and answered wrong again: at temperature 0 a
+        // later attempt would ask the same and get the same, so the stage is not retried
+        // (with `on_failure: continue` the run goes on without this answer).
+        check(&second).map_err(|reason| ProviderError {
+            retryable: false,
+            ..invalid(format!("asked twice, {reason}"))
+        })
     }
 }
 

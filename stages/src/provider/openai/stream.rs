@@ -289,6 +289,10 @@ pub enum StreamError {
     Transport(reqwest::Error),
     /// The connection closed before the answer finished.
     EndedEarly,
+    /// `[DONE]` came before any finish reason: the server cut the answer short to serve
+    /// another request (llama-cpp-python's server does so by default, `interrupt_requests`,
+    /// whenever a second request waits for its one model). Not an answer: sent again.
+    Interrupted,
 }
 
 /// A complete streamed answer.
@@ -348,6 +352,9 @@ pub async fn read(
         for data in events.drain(..) {
             let now = Instant::now();
             match answer.feed(&data).map_err(StreamError::Event)? {
+                Step::Done if answer.finish_reason.is_none() => {
+                    return Err(StreamError::Interrupted);
+                }
                 Step::Done => return Ok(finished(answer, &budget)),
                 Step::Token => budget.token(now),
                 Step::Other => {}

@@ -62,6 +62,27 @@ impl Schema {
     }
 }
 
+impl Schema {
+    /// [`Schema::json`] with bounds on every string and list, for the grammar form: llama.cpp
+    /// turns the schema into a grammar that makes the model close a string at its bound, so
+    /// a small model that rambles in a summary still ends its answer well within the call's
+    /// `max_tokens` instead of being cut (seen with SmolLM2: a summary that never closed).
+    /// OpenAI's strict mode refuses length keywords, so the `json_schema` form goes without.
+    pub fn bounded_json(self) -> Value {
+        let mut json = self.json();
+        let string = |max: u64| json!({"type": "string", "maxLength": max});
+        if let Schema::Synopsis = self {
+            json["properties"] = json!({
+                "title": string(150),
+                "summary": string(600),
+                "tags": {"type": "array", "items": string(40), "maxItems": 8},
+                "suggested_stem": string(80),
+            });
+        }
+        json
+    }
+}
+
 /// The forms of `response_format` tried, in order; past the last, none is sent.
 const FORMS: usize = 2;
 
@@ -73,7 +94,7 @@ pub fn response_format(form: usize, schema: Schema) -> Option<Value> {
             "type": "json_schema",
             "json_schema": {"name": schema.name(), "strict": true, "schema": schema.json()}
         })),
-        1 => Some(json!({"type": "json_object", "schema": schema.json()})),
+        1 => Some(json!({"type": "json_object", "schema": schema.bounded_json()})),
         _ => None,
     }
 }
@@ -234,7 +255,9 @@ mod tests {
                 response_format(0, schema).unwrap()["json_schema"]["strict"],
                 true
             );
-            assert_eq!(response_format(1, schema).unwrap()["schema"], json);
+            let bounded = response_format(1, schema).unwrap()["schema"].clone();
+            assert_eq!(bounded["required"], json["required"]);
+            assert_eq!(bounded, schema.bounded_json());
             assert_eq!(response_format(2, schema), None);
         }
     }
