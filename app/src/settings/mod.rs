@@ -194,6 +194,7 @@ impl Settings {
                 "api_key_env": llm.api_key_env,
                 "api_key_set": llm.api_key.is_some(),
                 "timeout_seconds": llm.timeout_seconds,
+                "idle_timeout_seconds": llm.idle_timeout_seconds,
                 "max_concurrency": llm.max_concurrency.map_or(json!("auto"), |n| json!(n)),
                 "min_concurrency": llm.min_concurrency,
                 "push_back_seconds": llm.push_back_seconds,

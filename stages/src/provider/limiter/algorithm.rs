@@ -498,12 +498,18 @@ mod tests {
     /// that always has more calls ready than its limit: every call of a round is sent with the
     /// limit full, and waits in line when the limit is above the slots.
     fn queueing_round(limit: &mut AdaptiveLimit, slots: usize, at: &mut Instant) {
+        answered(limit, slots, at, MIN_ROUND);
+    }
+
+    /// The limit's worth of calls (`least` at least) answered by a queueing server of
+    /// `slots`, each a sample sent with the limit full; returns how many.
+    fn answered(limit: &mut AdaptiveLimit, slots: usize, at: &mut Instant, least: usize) -> usize {
         let in_flight = limit.limit();
-        let service = Duration::from_millis(100);
         let queued = in_flight.saturating_sub(slots) as f64 / slots as f64;
-        let latency = service.mul_f64(1.0 + queued);
+        let latency = Duration::from_millis(100).mul_f64(1.0 + queued);
         *at += latency;
-        for _ in 0..in_flight.max(MIN_ROUND) {
+        let calls = in_flight.max(least);
+        for _ in 0..calls {
             limit.on_sample(Sample {
                 class: CallClass::new(CLEAN, 12_000),
                 latency,
@@ -514,6 +520,7 @@ mod tests {
                 at: *at,
             });
         }
+        calls
     }
 
     /// A server with `slots` places that refuses what does not fit.
@@ -557,22 +564,7 @@ mod tests {
     /// One round trip of a client that keeps its limit full against a queueing server of
     /// `slots`: the limit's worth of calls (one at least), each a sample; returns how many.
     fn round_trip(limit: &mut AdaptiveLimit, slots: usize, at: &mut Instant) -> usize {
-        let in_flight = limit.limit();
-        let queued = in_flight.saturating_sub(slots) as f64 / slots as f64;
-        let latency = Duration::from_millis(100).mul_f64(1.0 + queued);
-        *at += latency;
-        for _ in 0..in_flight {
-            limit.on_sample(Sample {
-                class: CallClass::new(CLEAN, 12_000),
-                latency,
-                outcome: Outcome::Answered,
-                in_flight,
-                in_flight_at_end: in_flight,
-                saturated: true,
-                at: *at,
-            });
-        }
-        in_flight
+        answered(limit, slots, at, 1)
     }
 
     fn default_start() -> AdaptiveLimit {

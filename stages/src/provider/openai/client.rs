@@ -800,20 +800,7 @@ pub(super) async fn read_capped(
 /// free-text message is left out: some servers echo the input in it).
 fn error_detail(body: &[u8]) -> Option<String> {
     let value: Value = serde_json::from_slice(body).ok()?;
-    let error = value.get("error")?;
-    let ident = |v: Option<&Value>| {
-        v.and_then(Value::as_str)
-            .filter(|s| {
-                !s.is_empty()
-                    && s.len() <= 64
-                    && s.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-            })
-            .map(str::to_string)
-    };
-    ident(error.get("code"))
-        .or_else(|| ident(error.get("type")))
-        .map(|id| format!("error: {id}"))
+    super::stream::short_ident(value.get("error")?).map(|id| format!("error: {id}"))
 }
 
 #[derive(Deserialize)]

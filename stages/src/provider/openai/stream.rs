@@ -194,7 +194,7 @@ impl Assembly {
 }
 
 /// The short type or code of an error object (never its free text, which may echo input).
-fn short_ident(error: &Value) -> Option<String> {
+pub(super) fn short_ident(error: &Value) -> Option<String> {
     let ident = |v: Option<&Value>| {
         v.and_then(Value::as_str)
             .filter(|s| {
