@@ -34,7 +34,7 @@ DOCS=$WORK/docs
 mkdir -p "$DOCS"
 cp examples/documents/* "$DOCS/"
 for f in tests/corpus/text/{crazyones,8071_093.3B,8087_054.3B,eurotext,multicolumn-lorem-ipsum}.txt \
-  tests/corpus/office/docx/sources/word_sample.docx tests/corpus/office/html/sources/wiki_duck.html \
+  tests/corpus/office/docx/sources/word_sample.docx tests/corpus/office/html/sources/example_03.html \
   tests/corpus/pdf/pypdf/crazyones.pdf; do
   cp "$f" "$DOCS/"
 done
@@ -47,7 +47,7 @@ start_server() { # KIND PARALLEL LOG
         --model_alias smollm2 --n_ctx 8192 --n_threads "$THREADS" --host 127.0.0.1 --port "$PORT" >"$3" 2>&1 &
       ;;
     native)
-      "${LLAMA_SERVER:?LLAMA_SERVER names llama.cpp's llama-server binary}" -m "$LLAMA/SmolLM2-135M-Instruct.Q4_1.gguf" \
+      "${LLAMA_SERVER:?LLAMA_SERVER must name the llama-server binary}" -m "$LLAMA/SmolLM2-135M-Instruct.Q4_1.gguf" \
         --alias smollm2 -c $((8192 * $2)) -np "$2" -t "$THREADS" --host 127.0.0.1 --port "$PORT" >"$3" 2>&1 &
       ;;
   esac
@@ -67,7 +67,7 @@ for kind in $SERVERS; do
     start_server "$kind" "$parallel" "$log"
     data=$WORK/data-$kind-$parallel
     t0=$(date +%s.%N)
-    env -i PATH="$PATH" HOME="$HOME" RUST_LOG=shelf=debug,shelf_stages=debug SHELF_DATA_DIR="$data" \
+    env -i PATH="$PATH" HOME="$HOME" SHELF_LOG_LEVEL=warn,shelf_stages=debug SHELF_DATA_DIR="$data" \
       SHELF_LLM_BASE_URL="http://127.0.0.1:$PORT/v1" SHELF_LLM_MODEL=smollm2 \
       "$BIN" import "$DOCS" --json >"$WORK/import.json" 2>"$WORK/import-$kind-$parallel.log" || true
     t1=$(date +%s.%N)

@@ -192,9 +192,10 @@ fn an_abandoned_call_stops_generating_on_the_server() {
 
 /// The model is checked before any work: a name the server does not serve stops `shelf
 /// worker` and `shelf import` at once with `model_not_found`, naming the setting and what the
-/// server has; nothing is imported.
-#[test]
-fn a_model_the_server_lacks_stops_the_process_before_work() {
+/// server has; nothing is imported. With the right name, `shelf api --workers 1` starts and
+/// `/ready` says the model was verified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_the_server_lacks_stops_the_process_before_work() {
     let Some(server) = LlamaServer::start_or_skip(THREADS) else {
         return;
     };
@@ -223,6 +224,12 @@ fn a_model_the_server_lacks_stops_the_process_before_work() {
         Some(0),
         "{listed:#}"
     );
+
+    let env = env_for(&server);
+    let api = crate::api::Api::start_with(&env, &["api", "--port", "0", "--workers", "1"]);
+    let ready = crate::api::get_json(&crate::api::client(), &api, "/ready").await;
+    assert_eq!(ready["model"]["status"], "verified", "{ready:#}");
+    assert_eq!(ready["model"]["detail"], MODEL, "{ready:#}");
 }
 
 /// With no server where `SHELF_LLM_BASE_URL` points, or no base URL at all, model work does not
