@@ -520,3 +520,24 @@ async fn a_streamed_answer_over_the_cap_is_cut() {
     assert_eq!(e.code, "response_too_large");
     assert_eq!(server.bodies().len(), 1);
 }
+
+/// llama-cpp-python's server, asked a second request while it streams, ends the first answer
+/// with `[DONE]` and no finish reason. That is no answer: the call is sent again as push-back
+/// (with no retries allowed, a counted attempt would have failed it) and gets the full answer.
+#[tokio::test]
+async fn an_answer_the_server_cut_short_is_sent_again_without_an_attempt() {
+    let server = SseServer::start(|i, _| match i {
+        0 => Answer::Stream(vec![role(), token("The"), done()]),
+        _ => streamed(&["The text."], "stop"),
+    })
+    .await;
+    let provider = OpenAiCompatibleProvider::new(OpenAiConfig {
+        max_retries: 0,
+        initial_backoff: Duration::from_millis(10),
+        ..config(&server.base_url)
+    });
+    let cleaned = provider.clean(clean_request("The text.")).await.unwrap();
+    assert_eq!(cleaned, "The text.");
+    assert_eq!(server.bodies().len(), 2);
+    assert!(provider.limiter().pushed_back_for() > Duration::ZERO);
+}
